@@ -1,0 +1,521 @@
+//! Functions, modules, axes, buffers and statements: the one data model of all three stages.
+
+use crate::arena::{Arena, Handle};
+use crate::expr::Expr;
+use crate::span::Span;
+use crate::types::{AxisKind, DType, ForKind, IterKind, Scope, Stage};
+use indexmap::IndexMap;
+
+/// Handle of a scalar variable in [`Func::vars`].
+pub type VarId = Handle<Var>;
+/// Handle of an axis in [`Func::axes`].
+pub type AxisId = Handle<Axis>;
+/// Handle of a buffer in [`Func::buffers`].
+pub type BufferId = Handle<Buffer>;
+/// Index of a parameter in [`Func::params`] (ABI order).
+pub type ParamId = usize;
+
+/// A scalar variable. Names are unique within a function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Var {
+    /// Name as printed.
+    pub name: String,
+    /// Scalar type.
+    pub dtype: DType,
+}
+
+/// What a parameter passes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamKind {
+    /// A pointer to an array, bound by buffers and axes (`indptr`, `indices`).
+    Handle,
+    /// A scalar, readable in expressions through its variable.
+    Scalar(VarId),
+}
+
+/// A function parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Name as printed (for scalars, equal to the variable's name).
+    pub name: String,
+    /// Handle or scalar.
+    pub kind: ParamKind,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// A sparse axis (Stage I and II).
+///
+/// Storage rule used everywhere: walking a buffer's axes left to right with a running flat
+/// offset `off`, a fixed axis does `off = off * row_extent + pos` and a variable axis does
+/// `off = indptr[off] + pos`. A variable or parented axis therefore must directly follow
+/// its parent in every buffer that uses it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    /// Name as printed.
+    pub name: String,
+    /// Dense/sparse × fixed/variable.
+    pub kind: AxisKind,
+    /// Parent axis; `None` exactly for `dense_fixed`.
+    pub parent: Option<AxisId>,
+    /// Upper bound of coordinates (`0..length`).
+    pub length: Expr,
+    /// Variable axes: total stored positions (`indptr[last]`). Sparse-fixed: stored
+    /// positions per row. Dense-fixed: `None`.
+    pub nnz: Option<Expr>,
+    /// Row pointer array (variable axes).
+    pub indptr: Option<ParamId>,
+    /// Coordinate array (sparse axes).
+    pub indices: Option<ParamId>,
+    /// Dtype of `indptr` and `indices` and of iterator variables.
+    pub idtype: DType,
+    /// Whether the coordinates of each row are sorted ascending.
+    pub sorted: bool,
+    /// Where it was declared.
+    pub span: Span,
+}
+
+impl Axis {
+    /// Number of stored positions in one row, as an expression, for fixed axes.
+    pub fn fixed_row_extent(&self) -> Option<&Expr> {
+        match self.kind {
+            AxisKind::DenseFixed => Some(&self.length),
+            AxisKind::SparseFixed => self.nnz.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// How a buffer's elements are indexed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layout {
+    /// A sparse buffer over axes (Stage I and II).
+    Sparse(Vec<AxisId>),
+    /// A dense row-major buffer with this shape (Stage II allocations and Stage III).
+    Dense(Vec<Expr>),
+}
+
+/// Where a buffer's storage comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Storage {
+    /// Bound to a handle parameter (`match_sparse_buffer`, `match_buffer`).
+    Param(ParamId),
+    /// Allocated by the function (`alloc_sparse_buffer`, `alloc_buffer`).
+    Alloc(Scope),
+}
+
+/// A buffer: sparse (bound to axes) or dense.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    /// Name as printed.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Axes or shape.
+    pub layout: Layout,
+    /// Parameter or allocation.
+    pub storage: Storage,
+    /// Extra elements past the last stored position (1 for an `indptr` buffer).
+    pub extra_storage: Option<Expr>,
+    /// Value of coordinates that are not stored; zero when `None`.
+    pub default: Option<Expr>,
+    /// Where it was declared.
+    pub span: Span,
+}
+
+impl Buffer {
+    /// The axes of a sparse buffer.
+    pub fn axes(&self) -> &[AxisId] {
+        match &self.layout {
+            Layout::Sparse(a) => a,
+            Layout::Dense(_) => &[],
+        }
+    }
+
+    /// Number of indices an access takes.
+    pub fn ndim(&self) -> usize {
+        match &self.layout {
+            Layout::Sparse(a) => a.len(),
+            Layout::Dense(s) => s.len(),
+        }
+    }
+}
+
+/// Attribute value on functions, sparse iterations, blocks and loops.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum AttrValue {
+    /// A flag.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+}
+
+/// Ordered attribute map; order is kept for stable printing.
+pub type Attrs = IndexMap<String, AttrValue>;
+
+/// One entry of a sparse iteration's axis list.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SpIterAxis {
+    /// A plain axis: one iterator.
+    Axis(AxisId),
+    /// `fuse(I, J, ...)`: the axes (each the parent of the next) iterate as one loop over
+    /// the innermost axis's positions; one iterator per axis.
+    Fuse(Vec<AxisId>),
+    /// `attach(X, P)`: iterate `X` with the row picked by the coordinate of the iterator
+    /// over `P` instead of `X`'s declared (dense-fixed) parent.
+    Attach {
+        /// The axis iterated.
+        axis: AxisId,
+        /// The new parent.
+        parent: AxisId,
+    },
+}
+
+impl SpIterAxis {
+    /// The axes this entry iterates, one per iterator variable.
+    pub fn axes(&self) -> Vec<AxisId> {
+        match self {
+            SpIterAxis::Axis(a) => vec![*a],
+            SpIterAxis::Fuse(g) => g.clone(),
+            SpIterAxis::Attach { axis, .. } => vec![*axis],
+        }
+    }
+}
+
+/// A sparse iteration (Stage I): iterates the coordinate space of its axes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpIter {
+    /// Name (kept into block names by lowering).
+    pub name: String,
+    /// Iterated axes, outermost first.
+    pub axes: Vec<SpIterAxis>,
+    /// `S`/`R` per iterator variable, kept as written so the verifier can report bad ones.
+    pub kinds: String,
+    /// One variable per iterated axis; its value is the coordinate.
+    pub vars: Vec<VarId>,
+    /// Runs before the first reduction step of each spatial point.
+    pub init: Option<Vec<Stmt>>,
+    /// Body.
+    pub body: Vec<Stmt>,
+    /// Annotations.
+    pub attrs: Attrs,
+}
+
+impl SpIter {
+    /// Parsed kinds, or `None` if the string is malformed.
+    pub fn iter_kinds(&self) -> Option<Vec<IterKind>> {
+        self.kinds.chars().map(IterKind::from_letter).collect()
+    }
+}
+
+/// A `for` loop over `min .. min + extent`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct For {
+    /// Loop variable.
+    pub var: VarId,
+    /// First value.
+    pub min: Expr,
+    /// Trip count.
+    pub extent: Expr,
+    /// Serial, parallel, vectorized, unrolled or thread-bound.
+    pub kind: ForKind,
+    /// Body.
+    pub body: Vec<Stmt>,
+    /// Annotations.
+    pub attrs: Attrs,
+}
+
+/// A block iterator: `var: kind(extent) = binding`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockIter {
+    /// The block-local variable.
+    pub var: VarId,
+    /// Spatial or reduction.
+    pub kind: IterKind,
+    /// Domain `0..extent`.
+    pub extent: Expr,
+    /// Value, in terms of the surrounding loop variables.
+    pub binding: Expr,
+}
+
+/// One dimension of a region: a point or a half-open range `begin:end`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionRange {
+    /// First index.
+    pub begin: Expr,
+    /// One past the last index; `None` for a single point.
+    pub end: Option<Expr>,
+}
+
+/// A buffer region read or written by a block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Region {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// One range per buffer dimension.
+    pub ranges: Vec<RegionRange>,
+}
+
+/// A block (Stage II/III): a unit of computation with named iterators.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    /// Name.
+    pub name: String,
+    /// Iterators and their bindings.
+    pub iters: Vec<BlockIter>,
+    /// Regions read.
+    pub reads: Vec<Region>,
+    /// Regions written.
+    pub writes: Vec<Region>,
+    /// Runs when every reduction iterator is 0.
+    pub init: Option<Vec<Stmt>>,
+    /// Body.
+    pub body: Vec<Stmt>,
+    /// Annotations.
+    pub attrs: Attrs,
+}
+
+/// A statement with its source span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// What it does.
+    pub kind: StmtKind,
+    /// Where it was written.
+    pub span: Span,
+}
+
+impl Stmt {
+    /// A statement with no source span.
+    pub fn new(kind: StmtKind) -> Stmt {
+        Stmt { kind, span: Span::NONE }
+    }
+}
+
+/// The statement forms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    /// `buf[indices] = value`
+    Store {
+        /// Target.
+        buffer: BufferId,
+        /// Indices (coordinates, positions or flat offset by stage).
+        indices: Vec<Expr>,
+        /// Stored value.
+        value: Expr,
+    },
+    /// A sparse iteration (Stage I).
+    SpIter(SpIter),
+    /// A loop (Stage II/III).
+    For(For),
+    /// A block (Stage II/III).
+    Block(Block),
+    /// `if cond { then } else { otherwise }`
+    If {
+        /// Condition (bool).
+        cond: Expr,
+        /// Taken branch.
+        then_body: Vec<Stmt>,
+        /// Other branch (may be empty).
+        else_body: Vec<Stmt>,
+    },
+    /// `while cond { body }`
+    While {
+        /// Condition (bool), checked before each iteration.
+        cond: Expr,
+        /// Body.
+        body: Vec<Stmt>,
+    },
+    /// `let v = value`: binds `v` until the end of the enclosing statement list.
+    Let {
+        /// The variable.
+        var: VarId,
+        /// Its value.
+        value: Expr,
+    },
+    /// Allocates a buffer (declared with `Storage::Alloc`) until the end of the enclosing
+    /// statement list; each execution gets fresh storage filled with the default value.
+    Alloc(BufferId),
+    /// Evaluates an expression for its effect (`atomic_add`).
+    Evaluate(Expr),
+}
+
+/// A function: parameters, declarations and a body, at one stage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Func {
+    /// Name.
+    pub name: String,
+    /// Stage of the IR in the body.
+    pub stage: Stage,
+    /// Parameters in ABI order.
+    pub params: Vec<Param>,
+    /// Annotations.
+    pub attrs: Attrs,
+    /// Every scalar variable.
+    pub vars: Arena<Var>,
+    /// Axes, in declaration order (a parent precedes its children).
+    pub axes: Arena<Axis>,
+    /// Buffers, in declaration order.
+    pub buffers: Arena<Buffer>,
+    /// Body.
+    pub body: Vec<Stmt>,
+    /// Where the header was written.
+    pub span: Span,
+}
+
+impl Func {
+    /// An empty Stage-I function.
+    pub fn new(name: impl Into<String>) -> Func {
+        Func {
+            name: name.into(),
+            stage: Stage::I,
+            params: Vec::new(),
+            attrs: Attrs::new(),
+            vars: Arena::new(),
+            axes: Arena::new(),
+            buffers: Arena::new(),
+            body: Vec::new(),
+            span: Span::NONE,
+        }
+    }
+
+    /// Index of the parameter called `name`.
+    pub fn param_index(&self, name: &str) -> Option<ParamId> {
+        self.params.iter().position(|p| p.name == name)
+    }
+
+    /// Handle of the axis called `name`.
+    pub fn axis_by_name(&self, name: &str) -> Option<AxisId> {
+        self.axes.iter().find(|(_, a)| a.name == name).map(|(h, _)| h)
+    }
+
+    /// Handle of the buffer called `name`.
+    pub fn buffer_by_name(&self, name: &str) -> Option<BufferId> {
+        self.buffers.iter().find(|(_, b)| b.name == name).map(|(h, _)| h)
+    }
+
+    /// Handle of the variable called `name`.
+    pub fn var_by_name(&self, name: &str) -> Option<VarId> {
+        self.vars.iter().find(|(_, v)| v.name == name).map(|(h, _)| h)
+    }
+
+    /// The variable of scalar parameter `p`, if it is a scalar.
+    pub fn scalar_param_var(&self, p: ParamId) -> Option<VarId> {
+        match self.params.get(p)?.kind {
+            ParamKind::Scalar(v) => Some(v),
+            ParamKind::Handle => None,
+        }
+    }
+
+    /// Adds a variable.
+    pub fn add_var(&mut self, name: impl Into<String>, dtype: DType) -> VarId {
+        self.vars.append(Var { name: name.into(), dtype })
+    }
+
+    /// Buffers allocated by an `Alloc` statement somewhere in the body (as opposed to at
+    /// function level).
+    pub fn stmt_allocated_buffers(&self) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        walk_stmts(&self.body, &mut |s| {
+            if let StmtKind::Alloc(b) = s.kind {
+                out.push(b);
+            }
+        });
+        out
+    }
+}
+
+/// Calls `f` on every statement of `stmts`, recursively, parents first (inits included).
+pub fn walk_stmts(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+    for s in stmts {
+        f(s);
+        for child in s.kind.child_lists() {
+            walk_stmts(child, f);
+        }
+    }
+}
+
+impl StmtKind {
+    /// Nested statement lists (init first, then body; `then` before `else`).
+    pub fn child_lists(&self) -> Vec<&Vec<Stmt>> {
+        match self {
+            StmtKind::SpIter(it) => it.init.iter().chain(std::iter::once(&it.body)).collect(),
+            StmtKind::For(f) => vec![&f.body],
+            StmtKind::Block(b) => b.init.iter().chain(std::iter::once(&b.body)).collect(),
+            StmtKind::If { then_body, else_body, .. } => vec![then_body, else_body],
+            StmtKind::While { body, .. } => vec![body],
+            StmtKind::Store { .. } | StmtKind::Let { .. } | StmtKind::Alloc(_) | StmtKind::Evaluate(_) => vec![],
+        }
+    }
+
+    /// Expressions held directly by this statement (not by nested statements).
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            StmtKind::Store { indices, value, .. } => indices.iter().chain(std::iter::once(value)).collect(),
+            StmtKind::SpIter(_) | StmtKind::Alloc(_) => vec![],
+            StmtKind::For(f) => vec![&f.min, &f.extent],
+            StmtKind::Block(b) => {
+                let mut v: Vec<&Expr> = Vec::new();
+                for it in &b.iters {
+                    v.push(&it.extent);
+                    v.push(&it.binding);
+                }
+                for r in b.reads.iter().chain(&b.writes) {
+                    for rr in &r.ranges {
+                        v.push(&rr.begin);
+                        v.extend(rr.end.as_ref());
+                    }
+                }
+                v
+            }
+            StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => vec![cond],
+            StmtKind::Let { value, .. } => vec![value],
+            StmtKind::Evaluate(e) => vec![e],
+        }
+    }
+}
+
+/// A compilation unit: one or more functions.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Module {
+    /// Functions in source order.
+    pub funcs: Vec<Func>,
+}
+
+impl Module {
+    /// The function called `name`.
+    pub fn func(&self, name: &str) -> Option<&Func> {
+        self.funcs.iter().find(|f| f.name == name)
+    }
+}
+
+impl Func {
+    /// The dtype an expression evaluates to, assuming it is well typed (the verifier checks
+    /// that): comparisons and logic give `bool`, other operators the left operand's dtype.
+    pub fn expr_dtype(&self, e: &Expr) -> DType {
+        use crate::expr::{BinOp, Intrinsic};
+        match e {
+            Expr::Int(_, d) | Expr::Float(_, d) | Expr::Cast(d, _) => *d,
+            Expr::Bool(_) => DType::Bool,
+            Expr::Var(v) => self.vars.try_get(*v).map_or(DType::I32, |v| v.dtype),
+            Expr::Binary(op, a, _) => {
+                if op.is_comparison() || matches!(op, BinOp::And | BinOp::Or) {
+                    DType::Bool
+                } else {
+                    self.expr_dtype(a)
+                }
+            }
+            Expr::Unary(_, a) => self.expr_dtype(a),
+            Expr::Select(_, a, _) => self.expr_dtype(a),
+            Expr::Call(Intrinsic::MaxValue(d) | Intrinsic::MinValue(d), _) => *d,
+            Expr::Call(_, args) => args.first().map_or(DType::F32, |a| self.expr_dtype(a)),
+            Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => {
+                self.buffers.try_get(*b).map_or(DType::F32, |b| b.dtype)
+            }
+        }
+    }
+}

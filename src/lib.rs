@@ -1,0 +1,1 @@
+//! sparsec facade.
