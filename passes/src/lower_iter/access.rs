@@ -1,0 +1,165 @@
+//! Accesses: Stage-I coordinates become Stage-II positions, and guards.
+//!
+//! For each dimension of a sparse buffer: the iterator over that very axis (in the same row)
+//! gives its position directly; a dense axis takes the coordinate as position; a sparse axis
+//! looks the coordinate up in its row with a binary search. A read of a coordinate that is not
+//! stored yields the buffer's default; a store to one is guarded away.
+
+use super::Lowerer;
+use crate::build::{add, int, stmt, store, sub};
+use crate::PassError;
+use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::func::{AxisId, BufferId, Layout, Stmt, StmtKind};
+use sparsec_ir::{AxisKind, DType};
+
+/// The zero of a dtype.
+pub(super) fn zero(d: DType) -> Expr {
+    match d {
+        DType::Bool => Expr::Bool(false),
+        d if d.is_float() => Expr::Float(0.0, d),
+        d => Expr::Int(0, d),
+    }
+}
+
+impl Lowerer<'_> {
+    /// Number of stored positions in the row of axis `a` picked by `row` (the positions of its
+    /// ancestors, or the coordinate of an attach target).
+    pub(super) fn row_len(&mut self, a: AxisId, row: &[Expr]) -> Expr {
+        let axis = self.out.axes[a].clone();
+        match axis.kind {
+            AxisKind::DenseFixed => axis.length,
+            AxisKind::SparseFixed => axis.nnz.unwrap_or(Expr::i32(0)),
+            AxisKind::DenseVariable | AxisKind::SparseVariable => {
+                let ip = self.indptr_buffer(a);
+                let mut next = row.to_vec();
+                let last = next.pop().unwrap_or(Expr::i32(0));
+                next.push(add(&self.out, last, int(1, axis.idtype)));
+                sub(&self.out, Expr::Load(ip, next), Expr::Load(ip, row.to_vec()))
+            }
+        }
+    }
+
+    /// Number of ancestors of `a`.
+    fn depth(&self, a: AxisId) -> usize {
+        let mut d = 0;
+        let mut cur = self.out.axes[a].parent;
+        while let Some(p) = cur {
+            d += 1;
+            cur = self.out.axes[p].parent;
+        }
+        d
+    }
+
+    /// Translates the indices of an access. Returns the positions and, when coordinates had to
+    /// be looked up, the condition under which all of them are stored.
+    pub(super) fn access(
+        &mut self,
+        b: BufferId,
+        idx: &[Expr],
+        pre: &mut Vec<Stmt>,
+    ) -> Result<(Vec<Expr>, Option<Expr>), PassError> {
+        let Layout::Sparse(axes) = self.out.buffers[b].layout.clone() else {
+            let pos = idx.iter().map(|e| self.expr(e, pre)).collect::<Result<_, _>>()?;
+            return Ok((pos, None));
+        };
+        let mut pos: Vec<Expr> = Vec::with_capacity(axes.len());
+        let mut found: Option<Expr> = None;
+        for (d, (&a, e)) in axes.iter().zip(idx).enumerate() {
+            if let Expr::Var(v) = e {
+                if let Some(it) = self.iter_of(*v) {
+                    let in_row = match it.row_src {
+                        None => true,
+                        Some(src) => d > 0 && idx[d - 1] == Expr::Var(src),
+                    };
+                    if it.axis == a && in_row {
+                        pos.push(it.pos.clone());
+                        continue;
+                    }
+                }
+            }
+            let axis = self.out.axes[a].clone();
+            let coord = self.expr(e, pre)?;
+            if !axis.kind.is_sparse() {
+                pos.push(coord);
+                continue;
+            }
+            let depth = self.depth(a);
+            let row: Vec<Expr> = pos[d - depth..d].to_vec();
+            let len = self.row_len(a, &row);
+            let indices = self.indices_buffer(a);
+            let probe = move |_: &sparsec_ir::Func, p: Expr| {
+                let mut i = row.clone();
+                i.push(p);
+                Expr::Load(indices, i)
+            };
+            let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
+            pre.extend(s.stmts);
+            pos.push(s.pos);
+            let cond = s.found.expect("lookups report found");
+            found = Some(match found {
+                None => cond,
+                Some(prev) => Expr::binary(BinOp::And, prev, cond),
+            });
+        }
+        Ok((pos, found))
+    }
+
+    /// Translates an expression: iterators become coordinates, loads go to position space.
+    pub(super) fn expr(&mut self, e: &Expr, pre: &mut Vec<Stmt>) -> Result<Expr, PassError> {
+        Ok(match e {
+            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) => e.clone(),
+            Expr::Var(v) => {
+                if let Some(it) = self.iter_of(*v) {
+                    it.coord.clone()
+                } else if let Some(nv) = self.var_map.get(v) {
+                    Expr::Var(*nv)
+                } else {
+                    let name = self.src.vars.try_get(*v).map_or("?", |x| x.name.as_str());
+                    return Err(PassError::Internal(format!("variable `{name}` has no value at Stage II")));
+                }
+            }
+            Expr::Binary(op, a, b) => Expr::binary(*op, self.expr(a, pre)?, self.expr(b, pre)?),
+            Expr::Unary(op, a) => Expr::Unary(*op, Box::new(self.expr(a, pre)?)),
+            Expr::Cast(d, a) => Expr::Cast(*d, Box::new(self.expr(a, pre)?)),
+            Expr::Select(c, a, b) => Expr::Select(
+                Box::new(self.expr(c, pre)?),
+                Box::new(self.expr(a, pre)?),
+                Box::new(self.expr(b, pre)?),
+            ),
+            Expr::Call(i, args) => {
+                Expr::Call(*i, args.iter().map(|a| self.expr(a, pre)).collect::<Result<_, _>>()?)
+            }
+            Expr::Load(b, idx) => {
+                let (pos, found) = self.access(*b, idx, pre)?;
+                match found {
+                    None => Expr::Load(*b, pos),
+                    Some(cond) => {
+                        let buf = self.out.buffers[*b].clone();
+                        let default = buf.default.clone().unwrap_or_else(|| zero(buf.dtype));
+                        let (val, alloc) = self.local_scalar(&format!("{}_val", buf.name), buf.dtype);
+                        let at = vec![Expr::i32(0)];
+                        pre.push(alloc);
+                        pre.push(store(val, at.clone(), default));
+                        pre.push(stmt(StmtKind::If {
+                            cond,
+                            then_body: vec![store(val, at.clone(), Expr::Load(*b, pos))],
+                            else_body: vec![],
+                        }));
+                        Expr::Load(val, at)
+                    }
+                }
+            }
+            Expr::AtomicAdd(b, idx, v) => {
+                let v = self.expr(v, pre)?;
+                let (pos, found) = self.access(*b, idx, pre)?;
+                if found.is_some() {
+                    return Err(PassError::Unsupported {
+                        pass: "lower_sparse_iter",
+                        what: "atomic_add at a looked-up coordinate".into(),
+                    });
+                }
+                Expr::AtomicAdd(*b, pos, Box::new(v))
+            }
+        })
+    }
+}

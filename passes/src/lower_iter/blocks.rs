@@ -1,0 +1,332 @@
+//! Loops and blocks: the iterators of a sparse iteration are grouped into blocks (a new block
+//! starts where a loop extent depends on a variable of the current block, and after a fused
+//! loop so that its row search is hoisted), each iterator gets a loop whose extent comes from
+//! `indptr` differences, and each block binds one block variable per loop.
+
+use super::{IterInfo, Lowerer};
+use crate::build::{int, mul, stmt, sub};
+use crate::PassError;
+use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::func::{Attrs, AxisId, Block, BlockIter, For, SpIter, SpIterAxis, Stmt, StmtKind, VarId};
+use sparsec_ir::{AxisKind, ForKind, IterKind};
+
+/// One entry of a sparse iteration's axis list with its variables and kinds.
+struct Entry {
+    spec: SpIterAxis,
+    vars: Vec<VarId>,
+    kinds: Vec<IterKind>,
+}
+
+impl Entry {
+    fn is_spatial(&self) -> bool {
+        self.kinds.iter().all(|k| *k == IterKind::Spatial)
+    }
+}
+
+/// Which nest is being generated: the computation, or the hoisted `init`.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Main,
+    Init,
+}
+
+struct Plan<'s> {
+    it: &'s SpIter,
+    entries: Vec<Entry>,
+    blocks: Vec<Vec<usize>>,
+    init_block: Option<usize>,
+}
+
+impl Lowerer<'_> {
+    /// Lowers one sparse iteration to its loop nests.
+    pub(super) fn sp_iter(&mut self, it: &SpIter) -> Result<Vec<Stmt>, PassError> {
+        let kinds = it.iter_kinds().ok_or_else(|| PassError::Internal(format!("bad kinds {:?}", it.kinds)))?;
+        let mut entries = Vec::new();
+        let mut k = 0;
+        for spec in &it.axes {
+            let n = spec.axes().len();
+            entries.push(Entry { spec: spec.clone(), vars: it.vars[k..k + n].to_vec(), kinds: kinds[k..k + n].to_vec() });
+            k += n;
+        }
+        let blocks = partition(&entries, |a| self.out.axes[a].parent);
+        let init_block = blocks.iter().position(|b| b.iter().any(|&e| !entries[e].is_spatial()));
+        let plan = Plan { it, entries, blocks, init_block };
+        self.nest(&plan, 0, Mode::Main, false)
+    }
+
+    /// The statements at the level where block `b`'s loops begin.
+    /// `opened` says whether this nest has opened a block yet.
+    fn nest(&mut self, plan: &Plan, b: usize, mode: Mode, opened: bool) -> Result<Vec<Stmt>, PassError> {
+        let mut out = Vec::new();
+        if mode == Mode::Main && plan.init_block == Some(b) && plan.it.init.is_some() {
+            out.extend(self.nest(plan, b, Mode::Init, false)?);
+        }
+        if b == plan.blocks.len() {
+            match mode {
+                Mode::Init => {
+                    let init = self.stmts(plan.it.init.as_deref().unwrap_or(&[]))?;
+                    if opened {
+                        out.extend(init);
+                    } else {
+                        // No spatial loop left: the init still gets a block of its own.
+                        let name = self.block_name(&format!("{}_init", plan.it.name));
+                        out.push(stmt(StmtKind::Block(Block {
+                            name,
+                            iters: vec![],
+                            reads: vec![],
+                            writes: vec![],
+                            init: None,
+                            body: init,
+                            attrs: Attrs::new(),
+                        })));
+                    }
+                }
+                Mode::Main => {
+                    if plan.init_block.is_none() {
+                        if let Some(init) = &plan.it.init {
+                            out.extend(self.stmts(init)?);
+                        }
+                    }
+                    out.extend(self.stmts(&plan.it.body)?);
+                }
+            }
+            return Ok(out);
+        }
+        let ids: Vec<usize> =
+            plan.blocks[b].iter().copied().filter(|&e| mode == Mode::Main || plan.entries[e].is_spatial()).collect();
+        if ids.is_empty() {
+            out.extend(self.nest(plan, b + 1, mode, opened)?);
+            return Ok(out);
+        }
+        self.namer.push();
+        let depth = self.iters.len();
+        let mut loops: Vec<(VarId, Expr)> = Vec::new();
+        let mut iters = Vec::new();
+        let mut head = Vec::new();
+        let r = (|| {
+            for &e in &ids {
+                self.open_entry(&plan.entries[e], &mut loops, &mut iters, &mut head)?;
+            }
+            self.nest(plan, b + 1, mode, true)
+        })();
+        self.iters.truncate(depth);
+        self.namer.pop();
+        let inner = r?;
+        let base = match mode {
+            Mode::Main => format!("{}{b}", plan.it.name),
+            Mode::Init => format!("{}_init{b}", plan.it.name),
+        };
+        let name = self.block_name(&base);
+        let attrs = if b == 0 && mode == Mode::Main { plan.it.attrs.clone() } else { Attrs::new() };
+        head.extend(inner);
+        let mut s = stmt(StmtKind::Block(Block {
+            name,
+            iters,
+            reads: vec![],
+            writes: vec![],
+            init: None,
+            body: head,
+            attrs,
+        }));
+        for (var, extent) in loops.into_iter().rev() {
+            let d = self.out.vars[var].dtype;
+            s = stmt(StmtKind::For(For {
+                var,
+                min: int(0, d),
+                extent,
+                kind: ForKind::Serial,
+                body: vec![s],
+                attrs: Attrs::new(),
+            }));
+        }
+        out.push(s);
+        Ok(out)
+    }
+
+    fn block_name(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut k = 1;
+        while !self.block_names.insert(name.clone()) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        name
+    }
+
+    /// A loop variable and a block variable for an iterator called `name`.
+    fn loop_and_block_var(&mut self, name: &str, extent: &Expr) -> (VarId, VarId) {
+        let d = self.out.expr_dtype(extent);
+        let lv = self.out.add_var(self.namer.var(name), d);
+        let bv = self.out.add_var(self.namer.var(&format!("v{name}")), d);
+        (lv, bv)
+    }
+
+    /// Domain of a block variable iterating `a`: its coordinate bound, or `k` for ELL.
+    fn domain(&self, a: AxisId) -> Expr {
+        let axis = &self.out.axes[a];
+        match axis.kind {
+            AxisKind::SparseFixed => axis.nnz.clone().unwrap_or(Expr::i32(0)),
+            _ => axis.length.clone(),
+        }
+    }
+
+    /// Opens the loop of one entry: its extent, block variable and iterator info.
+    fn open_entry(
+        &mut self,
+        e: &Entry,
+        loops: &mut Vec<(VarId, Expr)>,
+        iters: &mut Vec<BlockIter>,
+        head: &mut Vec<Stmt>,
+    ) -> Result<(), PassError> {
+        let var_name = |l: &Self, v: VarId| l.src.vars[v].name.clone();
+        match &e.spec {
+            SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => {
+                let a = *a;
+                let (prefix, row, row_src) = match &e.spec {
+                    SpIterAxis::Attach { parent: q, .. } => {
+                        let qi = self.iter_over(*q).cloned().ok_or_else(|| self.not_iterated(*q))?;
+                        (vec![qi.coord.clone()], vec![qi.coord.clone()], Some(qi.var))
+                    }
+                    _ => match self.out.axes[a].parent {
+                        None => (vec![], vec![], None),
+                        Some(p) => {
+                            let pi = self.iter_over(p).cloned().ok_or_else(|| self.not_iterated(p))?;
+                            (pi.chain.clone(), pi.chain.clone(), Some(pi.var))
+                        }
+                    },
+                };
+                let extent = self.row_len(a, &row);
+                let name = var_name(self, e.vars[0]);
+                let (lv, bv) = self.loop_and_block_var(&name, &extent);
+                loops.push((lv, extent));
+                iters.push(BlockIter { var: bv, kind: e.kinds[0], extent: self.domain(a), binding: Expr::Var(lv) });
+                self.push_iter(e.vars[0], a, Expr::Var(bv), prefix, row_src);
+            }
+            SpIterAxis::Fuse(group) => self.open_fused(e, group, loops, iters, head)?,
+        }
+        Ok(())
+    }
+
+    fn push_iter(&mut self, var: VarId, axis: AxisId, pos: Expr, mut chain: Vec<Expr>, row_src: Option<VarId>) {
+        chain.push(pos.clone());
+        let coord = if self.out.axes[axis].kind.is_sparse() {
+            let ind = self.indices_buffer(axis);
+            Expr::Load(ind, chain.clone())
+        } else {
+            pos.clone()
+        };
+        self.iters.push(IterInfo { var, axis, pos, coord, chain, row_src });
+    }
+
+    fn not_iterated(&self, a: AxisId) -> PassError {
+        PassError::Internal(format!("axis `{}` is not iterated before its children", self.out.axes[a].name))
+    }
+
+    /// `fuse(A1, ..., An)`: one loop over An's flat positions; each member's position is
+    /// recovered at the top of the block by searching the row pointers (hoisted once per
+    /// fused position).
+    fn open_fused(
+        &mut self,
+        e: &Entry,
+        group: &[AxisId],
+        loops: &mut Vec<(VarId, Expr)>,
+        iters: &mut Vec<BlockIter>,
+        head: &mut Vec<Stmt>,
+    ) -> Result<(), PassError> {
+        if self.out.axes[group[0]].parent.is_some() {
+            return Err(PassError::Unsupported {
+                pass: "lower_sparse_iter",
+                what: "fusing axes whose first member is not a root axis".into(),
+            });
+        }
+        // Flat sizes of each level.
+        let mut sizes = vec![self.out.axes[group[0]].length.clone()];
+        for &a in &group[1..] {
+            let axis = &self.out.axes[a];
+            let prev = sizes.last().cloned().expect("non-empty");
+            sizes.push(match axis.kind {
+                AxisKind::DenseVariable | AxisKind::SparseVariable => axis.nnz.clone().unwrap_or(Expr::i32(0)),
+                _ => mul(&self.out, prev, axis.nnz.clone().unwrap_or(Expr::i32(0))),
+            });
+        }
+        let names: Vec<String> = e.vars.iter().map(|&v| self.src.vars[v].name.clone()).collect();
+        let total = sizes.last().cloned().expect("non-empty");
+        let (lv, bv) = self.loop_and_block_var(&names.concat(), &total);
+        loops.push((lv, total.clone()));
+        let kind = if e.is_spatial() { IterKind::Spatial } else { IterKind::Reduce };
+        iters.push(BlockIter { var: bv, kind, extent: total, binding: Expr::Var(lv) });
+        // Walk up from the innermost level: flat[t] → flat[t-1] and pos[t].
+        let n = group.len();
+        let mut flat: Vec<Expr> = vec![Expr::Int(0, sparsec_ir::DType::I32); n];
+        let mut pos: Vec<Expr> = vec![Expr::Int(0, sparsec_ir::DType::I32); n];
+        flat[n - 1] = Expr::Var(bv);
+        for t in (1..n).rev() {
+            let axis = self.out.axes[group[t]].clone();
+            if axis.kind.is_variable() {
+                let ip = if t == 1 {
+                    self.indptr_buffer(group[t])
+                } else {
+                    self.flat_indptr_buffer(group[t], sizes[t - 1].clone())
+                };
+                let target = flat[t].clone();
+                let probe = move |_: &sparsec_ir::Func, m: Expr| Expr::Load(ip, vec![m]);
+                let s = self.bound_search(&axis.name, sizes[t - 1].clone(), target, BinOp::Le, &probe);
+                head.extend(s.stmts);
+                let one = int(1, self.out.expr_dtype(&s.pos));
+                let row = sub(&self.out, s.pos, one);
+                flat[t - 1] = self.bind(&level_name(&names, t - 1), row, head);
+                let p = sub(&self.out, flat[t].clone(), Expr::Load(ip, vec![flat[t - 1].clone()]));
+                pos[t] = self.bind(&format!("v{}", names[t]), p, head);
+            } else {
+                let k = axis.nnz.clone().unwrap_or(Expr::i32(1));
+                let f = &self.out;
+                let row = crate::build::bin(f, BinOp::FloorDiv, flat[t].clone(), k.clone());
+                flat[t - 1] = self.bind(&level_name(&names, t - 1), row, head);
+                let p = crate::build::bin(&self.out, BinOp::FloorMod, flat[t].clone(), k);
+                pos[t] = self.bind(&format!("v{}", names[t]), p, head);
+            }
+        }
+        pos[0] = flat[0].clone();
+        let mut chain = Vec::new();
+        for t in 0..n {
+            self.push_iter(e.vars[t], group[t], pos[t].clone(), chain.clone(), (t > 0).then(|| e.vars[t - 1]));
+            chain.push(pos[t].clone());
+        }
+        Ok(())
+    }
+
+}
+
+/// Name of the `let` holding the flat position of fused level `t`: the first level's flat
+/// position is its position (`vi`); deeper ones are `j_flat`.
+fn level_name(names: &[String], t: usize) -> String {
+    if t == 0 {
+        format!("v{}", names[0])
+    } else {
+        format!("{}_flat", names[t])
+    }
+}
+
+/// Groups entries into blocks: a new block starts when an entry's loop extent depends on an
+/// iterator of the current block, or after a fused entry.
+fn partition(entries: &[Entry], parent: impl Fn(AxisId) -> Option<AxisId>) -> Vec<Vec<usize>> {
+    let mut blocks: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let dep_axis = match &e.spec {
+            SpIterAxis::Axis(a) => parent(*a),
+            SpIterAxis::Fuse(g) => parent(g[0]),
+            SpIterAxis::Attach { parent: q, .. } => Some(*q),
+        };
+        let depends = dep_axis.is_some_and(|p| current.iter().any(|&c| entries[c].spec.axes().contains(&p)));
+        let after_fuse = current.last().is_some_and(|&c| matches!(entries[c].spec, SpIterAxis::Fuse(_)));
+        if !current.is_empty() && (depends || after_fuse) {
+            blocks.push(std::mem::take(&mut current));
+        }
+        current.push(i);
+    }
+    if !current.is_empty() {
+        blocks.push(current);
+    }
+    blocks
+}

@@ -1,0 +1,119 @@
+//! Binary search: explicit lower-bound loops over `indices` (coordinate lookups) and over
+//! `indptr` (recovering the row of a fused position).
+
+use super::Lowerer;
+use crate::build::{add, bin, int, stmt, store, sub};
+use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::func::{Buffer, Layout, Stmt, StmtKind, Storage};
+use sparsec_ir::{DType, Scope, Span};
+
+/// Code that finds a position, the position, and (for lookups) whether it holds the target.
+pub struct Search {
+    /// Statements to run first.
+    pub stmts: Vec<Stmt>,
+    /// The position found (`low[0]`).
+    pub pos: Expr,
+    /// Whether the coordinate is stored (lookups only).
+    pub found: Option<Expr>,
+}
+
+impl Lowerer<'_> {
+    pub(super) fn local_scalar(&mut self, base: &str, dtype: DType) -> (sparsec_ir::BufferId, Stmt) {
+        let b = self.out.buffers.append(Buffer {
+            name: self.namer.global(base),
+            dtype,
+            layout: Layout::Dense(vec![Expr::i32(1)]),
+            storage: Storage::Alloc(Scope::Local),
+            extra_storage: None,
+            default: None,
+            span: Span::NONE,
+        });
+        (b, stmt(StmtKind::Alloc(b)))
+    }
+
+    /// Binds `value` to a fresh `let` unless it is already a variable or literal.
+    pub(super) fn bind(&mut self, base: &str, value: Expr, out: &mut Vec<Stmt>) -> Expr {
+        if matches!(value, Expr::Var(_) | Expr::Int(..)) {
+            return value;
+        }
+        let d = self.out.expr_dtype(&value);
+        let v = self.out.add_var(self.namer.var(base), d);
+        out.push(stmt(StmtKind::Let { var: v, value }));
+        Expr::Var(v)
+    }
+
+    /// First `p` in `0..len` with `!(probe(p) cmp target)`, where `cmp` is `<` (lower bound)
+    /// or `<=` (upper bound).
+    pub(super) fn bound_search(
+        &mut self,
+        label: &str,
+        len: Expr,
+        target: Expr,
+        cmp: BinOp,
+        probe: &dyn Fn(&sparsec_ir::Func, Expr) -> Expr,
+    ) -> Search {
+        let dtype = self.out.expr_dtype(&len);
+        let (low, a1) = self.local_scalar(&format!("{label}_low"), dtype);
+        let (high, a2) = self.local_scalar(&format!("{label}_high"), dtype);
+        let at = |b| Expr::Load(b, vec![Expr::i32(0)]);
+        let mut stmts = vec![a1, a2, store(low, vec![Expr::i32(0)], int(0, dtype)), store(high, vec![Expr::i32(0)], len)];
+        self.namer.push();
+        let mid = self.out.add_var(self.namer.var(&format!("{label}_mid")), dtype);
+        self.namer.pop();
+        let f = &self.out;
+        let mid_value = add(f, at(low), Expr::binary(BinOp::FloorDiv, sub(f, at(high), at(low)), int(2, dtype)));
+        let cond = bin(f, cmp, probe(f, Expr::Var(mid)), target);
+        let step = stmt(StmtKind::If {
+            cond,
+            then_body: vec![store(low, vec![Expr::i32(0)], add(f, Expr::Var(mid), int(1, dtype)))],
+            else_body: vec![store(high, vec![Expr::i32(0)], Expr::Var(mid))],
+        });
+        stmts.push(stmt(StmtKind::While {
+            cond: Expr::binary(BinOp::Lt, at(low), at(high)),
+            body: vec![stmt(StmtKind::Let { var: mid, value: mid_value }), step],
+        }));
+        Search { stmts, pos: at(low), found: None }
+    }
+
+    /// Looks up coordinate `target` among `probe(0..len)`: a binary search when the row is
+    /// sorted, a linear scan otherwise. `found` checks the result exactly.
+    pub(super) fn lookup(
+        &mut self,
+        label: &str,
+        len: Expr,
+        target: Expr,
+        sorted: bool,
+        probe: &dyn Fn(&sparsec_ir::Func, Expr) -> Expr,
+    ) -> Search {
+        let mut pre = Vec::new();
+        let len = self.bind(&format!("{label}_len"), len, &mut pre);
+        let target = self.bind(&format!("{label}_coord"), target, &mut pre);
+        let mut s = if sorted {
+            self.bound_search(label, len.clone(), target.clone(), BinOp::Lt, probe)
+        } else {
+            let dtype = self.out.expr_dtype(&len);
+            let (low, a1) = self.local_scalar(&format!("{label}_pos"), dtype);
+            let at = Expr::Load(low, vec![Expr::i32(0)]);
+            let f = &self.out;
+            let more = Expr::binary(
+                BinOp::And,
+                Expr::binary(BinOp::Lt, at.clone(), len.clone()),
+                bin(f, BinOp::Ne, probe(f, at.clone()), target.clone()),
+            );
+            let scan = stmt(StmtKind::While {
+                cond: more,
+                body: vec![store(low, vec![Expr::i32(0)], add(f, at.clone(), int(1, dtype)))],
+            });
+            Search { stmts: vec![a1, store(low, vec![Expr::i32(0)], int(0, dtype)), scan], pos: at, found: None }
+        };
+        let f = &self.out;
+        s.found = Some(Expr::binary(
+            BinOp::And,
+            Expr::binary(BinOp::Lt, s.pos.clone(), len),
+            bin(f, BinOp::Eq, probe(f, s.pos.clone()), target),
+        ));
+        pre.append(&mut s.stmts);
+        s.stmts = pre;
+        s
+    }
+}

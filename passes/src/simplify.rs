@@ -1,0 +1,161 @@
+//! Arithmetic simplification of integer index expressions: constant folding, identities
+//! (`x * 1`, `x + 0`, ...) and re-association of constants in nested sums. Float arithmetic is
+//! left alone so results stay bit-identical.
+
+use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::func::{Func, Stmt, StmtKind};
+use sparsec_ir::DType;
+
+fn int(v: i64, d: DType) -> Expr {
+    Expr::Int(wrap(v, d), d)
+}
+
+fn wrap(v: i64, d: DType) -> i64 {
+    if d == DType::I32 {
+        v as i32 as i64
+    } else {
+        v
+    }
+}
+
+fn fold(op: BinOp, a: i64, b: i64) -> Option<i64> {
+    Some(match op {
+        BinOp::Add => a.wrapping_add(b),
+        BinOp::Sub => a.wrapping_sub(b),
+        BinOp::Mul => a.wrapping_mul(b),
+        BinOp::FloorDiv if b != 0 => floor_div(a, b),
+        BinOp::FloorMod if b != 0 => a.wrapping_sub(b.wrapping_mul(floor_div(a, b))),
+        BinOp::Div if b != 0 => a.wrapping_div(b),
+        BinOp::Min => a.min(b),
+        BinOp::Max => a.max(b),
+        _ => return None,
+    })
+}
+
+fn floor_div(a: i64, b: i64) -> i64 {
+    let q = a.wrapping_div(b);
+    if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+/// Simplifies one expression node whose children are already simplified.
+fn step(e: Expr) -> Expr {
+    let Expr::Binary(op, a, b) = e else {
+        return match e {
+            Expr::Cast(d, inner) if d.is_int() => match *inner {
+                Expr::Int(v, _) => int(v, d),
+                other => Expr::Cast(d, Box::new(other)),
+            },
+            other => other,
+        };
+    };
+    match (op, *a, *b) {
+        (op, Expr::Int(x, d), Expr::Int(y, _)) if !op.is_comparison() && !op.is_logical() => match fold(op, x, y) {
+            Some(v) => int(v, d),
+            None => Expr::binary(op, Expr::Int(x, d), Expr::Int(y, d)),
+        },
+        // Identities on integers.
+        (BinOp::Add, x, Expr::Int(0, _)) | (BinOp::Sub, x, Expr::Int(0, _)) => x,
+        (BinOp::Add, Expr::Int(0, _), x) => x,
+        (BinOp::Mul, x, Expr::Int(1, _)) | (BinOp::Mul, Expr::Int(1, _), x) => x,
+        (BinOp::FloorDiv, x, Expr::Int(1, _)) | (BinOp::Div, x, Expr::Int(1, _)) => x,
+        (BinOp::Mul, _, Expr::Int(0, d)) | (BinOp::Mul, Expr::Int(0, d), _) => Expr::Int(0, d),
+        (BinOp::FloorMod, _, Expr::Int(1, d)) => Expr::Int(0, d),
+        // Constants to the right: c + x → x + c.
+        (BinOp::Add, Expr::Int(c, d), x) => step(Expr::binary(BinOp::Add, x, Expr::Int(c, d))),
+        // (x + c1) + c2 → x + (c1 + c2); (x + c1) - c2 → x + (c1 - c2); (x - c1) + c2 likewise.
+        (op @ (BinOp::Add | BinOp::Sub), Expr::Binary(inner @ (BinOp::Add | BinOp::Sub), x, c1), Expr::Int(c2, d))
+            if matches!(*c1, Expr::Int(..)) =>
+        {
+            let c1 = c1.as_int().unwrap_or(0);
+            let signed1 = if inner == BinOp::Add { c1 } else { c1.wrapping_neg() };
+            let signed2 = if op == BinOp::Add { c2 } else { c2.wrapping_neg() };
+            let c = wrap(signed1.wrapping_add(signed2), d);
+            match c {
+                0 => *x,
+                c if c < 0 => Expr::binary(BinOp::Sub, *x, Expr::Int(c.wrapping_neg(), d)),
+                c => Expr::binary(BinOp::Add, *x, Expr::Int(c, d)),
+            }
+        }
+        // x + c with c < 0 → x - |c|.
+        (BinOp::Add, x, Expr::Int(c, d)) if c < 0 && c != i64::MIN => Expr::binary(BinOp::Sub, x, Expr::Int(-c, d)),
+        // (x + y) - y → x
+        (BinOp::Sub, Expr::Binary(BinOp::Add, x, y), z) if *y == z => *x,
+        (op, a, b) => Expr::binary(op, a, b),
+    }
+}
+
+/// Simplifies an expression bottom-up.
+pub fn simplify_expr(e: Expr) -> Expr {
+    e.map(&mut step)
+}
+
+/// Simplifies every expression of a statement list in place.
+pub fn simplify_stmts(stmts: &mut [Stmt]) {
+    for s in stmts {
+        map_stmt_exprs(&mut s.kind, &mut |e| simplify_expr(e));
+        for child in child_lists_mut(&mut s.kind) {
+            simplify_stmts(child);
+        }
+    }
+}
+
+/// Simplifies every expression of a function (body, axis lengths and buffer shapes).
+pub fn simplify_func(f: &mut Func) {
+    for (_, b) in f.buffers.iter_mut() {
+        if let sparsec_ir::Layout::Dense(shape) = &mut b.layout {
+            for e in shape.iter_mut() {
+                *e = simplify_expr(std::mem::replace(e, Expr::Bool(false)));
+            }
+        }
+    }
+    simplify_stmts(&mut f.body);
+}
+
+/// Applies `f` to every expression held directly by a statement.
+pub fn map_stmt_exprs(k: &mut StmtKind, f: &mut impl FnMut(Expr) -> Expr) {
+    let mut apply = |e: &mut Expr| *e = f(std::mem::replace(e, Expr::Bool(false)));
+    match k {
+        StmtKind::Store { indices, value, .. } => {
+            indices.iter_mut().for_each(&mut apply);
+            apply(value);
+        }
+        StmtKind::SpIter(_) | StmtKind::Alloc(_) => {}
+        StmtKind::For(l) => {
+            apply(&mut l.min);
+            apply(&mut l.extent);
+        }
+        StmtKind::Block(b) => {
+            for it in &mut b.iters {
+                apply(&mut it.extent);
+                apply(&mut it.binding);
+            }
+            for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
+                for rr in &mut r.ranges {
+                    apply(&mut rr.begin);
+                    if let Some(e) = &mut rr.end {
+                        apply(e);
+                    }
+                }
+            }
+        }
+        StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => apply(cond),
+        StmtKind::Let { value, .. } => apply(value),
+        StmtKind::Evaluate(e) => apply(e),
+    }
+}
+
+/// Nested statement lists of a statement, mutably.
+pub fn child_lists_mut(k: &mut StmtKind) -> Vec<&mut Vec<Stmt>> {
+    match k {
+        StmtKind::SpIter(it) => it.init.iter_mut().chain(std::iter::once(&mut it.body)).collect(),
+        StmtKind::For(f) => vec![&mut f.body],
+        StmtKind::Block(b) => b.init.iter_mut().chain(std::iter::once(&mut b.body)).collect(),
+        StmtKind::If { then_body, else_body, .. } => vec![then_body, else_body],
+        StmtKind::While { body, .. } => vec![body],
+        _ => vec![],
+    }
+}

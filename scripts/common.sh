@@ -1,0 +1,13 @@
+# Shared set-up for the scripts: toolchain check and the build folder. Sourced, not run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "sparsec: cargo is missing; install Rust from https://rustup.rs first" >&2
+    exit 1
+  fi
+fi
+export SPARSEC_DATA="${SPARSEC_DATA:-$ROOT/../shared/data}"
