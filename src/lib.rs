@@ -1,1 +1,19 @@
-//! sparsec facade.
+//! # sparsec
+//!
+//! A compiler for sparse tensor programs in the style of SparseTIR. This crate is the facade
+//! over the workspace crates and holds the driver used by the `sparsec` command line:
+//!
+//! * [`ir`] — the three-stage IR, the `.sptir` text format and the verifier;
+//! * [`interp`] — the reference interpreter;
+//! * [`formats`] — sparse matrix containers, Matrix Market I/O, generators and bindings;
+//! * [`passes`] — the lowering passes and the pass manager;
+//! * [`driver`] — loading, checking and running programs;
+//! * [`npy`] — NumPy `.npy` array files.
+
+pub use sparsec_formats as formats;
+pub use sparsec_interp as interp;
+pub use sparsec_ir as ir;
+pub use sparsec_passes as passes;
+
+pub mod driver;
+pub mod npy;

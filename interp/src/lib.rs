@@ -1,1 +1,154 @@
-//! interp
+//! # sparsec-interp
+//!
+//! The reference interpreter of the sparsec IR. It *is* the meaning of the IR: every pass
+//! and backend is checked against it. It favours precision and clear errors over speed.
+//!
+//! [`run`] executes a [`Func`] on [`Args`] (arrays by handle-parameter name, scalars by
+//! scalar-parameter name) and returns every array after execution. Errors never panic; those
+//! raised by a statement carry its [`Span`](sparsec_ir::Span).
+//!
+//! ## Values
+//!
+//! * `i32`, `i64`: wrapping arithmetic. `/` truncates, `//` floors, `%` takes the sign of
+//!   the divisor; division or remainder by zero is an error.
+//! * `f32` is computed in `f32`, `f64` in `f64`; `f16`/`bf16` are computed in `f32` and
+//!   rounded to the narrow type after every operation. Float division by zero follows IEEE.
+//! * `bool`: `&&` and `||` short-circuit; `select` evaluates both arms.
+//! * Operands must have the same dtype (no implicit conversions); casts behave like Rust's
+//!   `as` (and `x != 0` for casts to `bool`). `max_value`/`min_value` are the largest and
+//!   lowest finite values. `atomic_add(buf[i], v)` adds and yields the old value.
+//!
+//! ## Storage
+//!
+//! Each handle parameter has one array, shared by all buffers bound to it. A sparse buffer
+//! over axes `A1..An` is addressed by walking the axes with a flat offset `off = 0`: a fixed
+//! axis (`dense_fixed` with `length`, `sparse_fixed` with `k` entries per row) does
+//! `off = off * extent + pos`; a variable axis does `off = indptr[off] + pos`, with
+//! `pos < indptr[off + 1] - indptr[off]`. The storage length is the same walk with
+//! "one past the end" (fixed: `size *= extent`; variable: `size = indptr[size]`, from
+//! `size = 1`) plus `extra_storage`; the last index of an access may run up to
+//! `extra_storage` past the end of its row (`J_indptr[i + 1]`, `K_indptr[i, j + 1]`) as long
+//! as the offset stays inside the storage. Dense buffers are row-major over
+//! their shape. A parameter's array must be at least as long as every buffer bound to it;
+//! value arrays must have the buffer's dtype, while arrays used as an axis's
+//! `indptr`/`indices` may be `i32` or `i64` whatever the declared dtypes. Allocated buffers are filled with their default
+//! (zero unless `default = ...`): function-level ones once at entry, `Alloc` statements
+//! afresh each time they run, until the end of their statement list.
+//!
+//! ## Stage I
+//!
+//! A sparse iteration expands its axes (`fuse` groups iterate as nested axes) into
+//! iterators, outermost first. An iterator over a root `dense_fixed` axis runs over
+//! `0..length`. An axis with a parent takes as row `r` the flat position of the nearest
+//! active iterator over the parent (for `attach(X, Q)`: the *coordinate* of the nearest
+//! iterator over `Q`), then runs over `indptr[r]..indptr[r+1]` (variable axes; coordinate =
+//! `indices[flat]` if sparse, else the position in the row) or `r*k..r*k+k` (`sparse_fixed`,
+//! coordinate `indices[flat]`). If there is an `init`, the spatial iterators alone run first,
+//! with `init` at each point; then the full nest runs the body. Accesses take coordinates:
+//! a `dense_fixed` coordinate must lie in `0..length`; on other axes a coordinate that is
+//! not stored in its row is *absent*: reading it yields the buffer's default, storing to it
+//! is an error.
+//!
+//! ## Stages II and III
+//!
+//! Loops run sequentially from `min` to `min + extent` (thread-bound ones included; a
+//! negative extent runs nothing). A block evaluates its bindings (each must lie in
+//! `0..extent`), runs `init` when every reduction iterator is 0, then its body. Sparse buffers take positions per axis, each
+//! checked against its row; dense buffers take row-major indices, each checked against its
+//! dimension. `reads`/`writes` are not checked.
+//!
+//! Every loop step (`for`, `while`, sparse-iteration point) counts against
+//! [`Options::max_steps`].
+
+mod access;
+mod error;
+mod exec;
+mod machine;
+mod value;
+
+pub use error::InterpError;
+
+use machine::Machine;
+use sparsec_ir::data::{Args, Array};
+use sparsec_ir::{BufferId, Func, ParamKind, Storage};
+
+/// Execution limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Loop steps allowed before the run fails with [`InterpError::FuelExhausted`].
+    pub max_steps: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { max_steps: 1 << 36 }
+    }
+}
+
+/// Runs `func` on `args` with default [`Options`]; returns the arrays (inputs and outputs)
+/// and scalars after execution.
+///
+/// Every scalar parameter needs a value (integer scalars are accepted for float
+/// parameters) and every handle parameter bound by a buffer or axis needs an array; see
+/// [`alloc_missing_outputs`] to create outputs. Arrays in `args` that name no parameter are
+/// passed through.
+pub fn run(func: &Func, args: &Args) -> Result<Args, InterpError> {
+    run_with(func, args, &Options::default())
+}
+
+/// Runs `func` on `args` with explicit [`Options`].
+pub fn run_with(func: &Func, args: &Args, opts: &Options) -> Result<Args, InterpError> {
+    run_boxed(func, args, opts).map_err(|e| *e)
+}
+
+fn run_boxed(func: &Func, args: &Args, opts: &Options) -> machine::Result<Args> {
+    let mut m = Machine::new(func, args, opts.max_steps)?;
+    m.check_arrays()?;
+    m.alloc_function_buffers()?;
+    m.exec_list(&func.body)?;
+    Ok(m.into_args(args))
+}
+
+/// Number of elements of storage that `buffer` needs, given the scalars and index arrays in
+/// `args`.
+pub fn buffer_len(func: &Func, buffer: BufferId, args: &Args) -> Result<usize, InterpError> {
+    let len = Machine::new(func, args, Options::default().max_steps).and_then(|mut m| m.buffer_len(buffer));
+    len.map_err(|e| *e)
+}
+
+/// Adds a zero-filled array for every handle parameter that `args` lacks and that buffers
+/// are bound to, with the first such buffer's dtype and the longest storage among them.
+/// Parameters bound only by axes are left missing.
+pub fn alloc_missing_outputs(func: &Func, args: &mut Args) -> Result<(), InterpError> {
+    let added = missing_outputs(func, args).map_err(|e| *e)?;
+    args.arrays.extend(added);
+    Ok(())
+}
+
+fn missing_outputs(func: &Func, args: &Args) -> machine::Result<Vec<(String, Array)>> {
+    let mut m = Machine::new(func, args, Options::default().max_steps)?;
+    let mut added = Vec::new();
+    for (p, param) in func.params.iter().enumerate() {
+        if param.kind != ParamKind::Handle || args.arrays.contains_key(&param.name) {
+            continue;
+        }
+        let mut out: Option<(sparsec_ir::DType, usize)> = None;
+        for (b, buf) in func.buffers.iter() {
+            if buf.storage == Storage::Param(p) {
+                let len = m.buffer_len(b)?;
+                let entry = out.get_or_insert((buf.dtype, 0));
+                entry.1 = entry.1.max(len);
+            }
+        }
+        if let Some((dtype, len)) = out {
+            if len > machine::MAX_ALLOC {
+                return Err(Box::new(InterpError::BadSize {
+                    message: format!("output `{}` needs {len} elements, more than the interpreter allocates", param.name),
+                    span: param.span,
+                }));
+            }
+            added.push((param.name.clone(), Array::zeros(dtype, len)));
+        }
+    }
+    Ok(added)
+}

@@ -70,7 +70,17 @@ pub fn parse(name: &str, text: &str) -> Result<Module, ParseError> {
         message: msg,
     };
     check_nesting(text).map_err(semantic)?;
-    let mut pairs = SptirParser::parse(Rule::file, text).map_err(|e| syntax_error(&src, e))?;
+    let mut pairs = SptirParser::parse(Rule::file, text).map_err(|first| {
+        // Parse again tracking literal tokens too, which finds where the input really goes
+        // wrong (see `syntax_error`); only failing inputs pay for the tracking. The switch is
+        // global, hence the lock.
+        static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = DETAIL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        pest::set_error_detail(true);
+        let detailed = SptirParser::parse(Rule::file, text).err();
+        pest::set_error_detail(false);
+        syntax_error(&src, detailed.unwrap_or(first))
+    })?;
     let file = pairs.next().expect("grammar: file");
     let mut module = Module::default();
     for p in file.into_inner() {
@@ -104,6 +114,7 @@ fn check_nesting(text: &str) -> PResult<()> {
     let mut depth = 0usize;
     let mut prefix_run = 0usize;
     let mut in_str = false;
+    let mut escaped = false;
     let mut in_comment = false;
     let bytes = text.as_bytes();
     for (i, &c) in bytes.iter().enumerate() {
@@ -112,7 +123,14 @@ fn check_nesting(text: &str) -> PResult<()> {
             continue;
         }
         if in_str {
-            in_str = c != b'"' && c != b'\n';
+            // `\"` does not end a string (nor `\` a line).
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else {
+                in_str = c != b'"' && c != b'\n';
+            }
             continue;
         }
         match c {
@@ -185,29 +203,55 @@ fn rule_name(r: &Rule) -> String {
 }
 
 fn syntax_error(src: &SourceFile, e: pest::error::Error<Rule>) -> ParseError {
-    let (start, end) = match e.location {
+    let (mut start, mut end) = match e.location {
         pest::error::InputLocation::Pos(p) => (p, p + 1),
         pest::error::InputLocation::Span((a, b)) => (a, b.max(a + 1)),
     };
-    let found = src.text.get(start..).and_then(|s| {
-        let tok: String = s.chars().take_while(|c| !c.is_whitespace()).take(16).collect();
-        (!tok.is_empty()).then_some(tok)
-    });
-    let found = found.map_or("end of input".to_string(), |t| format!("`{t}`"));
-    let message = match &e.variant {
+    let (mut names, negatives): (Vec<String>, Vec<String>) = match &e.variant {
         pest::error::ErrorVariant::ParsingError { positives, negatives } => {
-            let mut names: Vec<String> = positives.iter().map(rule_name).collect();
-            names.dedup();
-            names.sort();
-            names.dedup();
-            if names.is_empty() {
-                let neg: Vec<String> = negatives.iter().map(rule_name).collect();
-                format!("unexpected {}, found {found}", neg.join(" or "))
-            } else {
-                format!("expected {}, found {found}", names.join(" or "))
-            }
+            (positives.iter().map(rule_name).collect(), negatives.iter().map(rule_name).collect())
         }
-        pest::error::ErrorVariant::CustomError { message } => message.clone(),
+        pest::error::ErrorVariant::CustomError { message } => (vec![message.clone()], vec![]),
+    };
+    // pest's own position only counts rules; the farthest attempt also counts literal tokens
+    // (`,`, `)`, `as`, `{`), which is where the input actually goes wrong.
+    if let Some(attempts) = e.parse_attempts() {
+        let tokens: Vec<String> = attempts
+            .expected_tokens()
+            .into_iter()
+            .map(|t| t.to_string())
+            // Literal strings only: not whitespace or comments, built-ins or ranges (`a..z`).
+            .filter(|t| {
+                let range = t.chars().count() == 4 && t.chars().skip(1).take(2).all(|c| c == '.');
+                // `_` only ever continues an identifier (or is a keyword's lookahead).
+                !t.trim().is_empty() && !matches!(t.as_str(), "#" | "_" | "BUILTIN_RULE") && !range
+            })
+            .collect();
+        if attempts.max_position > start && !tokens.is_empty() {
+            (start, end) = (attempts.max_position, attempts.max_position + 1);
+            names = tokens.iter().map(|t| format!("`{t}`")).collect();
+        } else if attempts.max_position == start {
+            // Where rules are expected too, only closing and separating punctuation adds to them.
+            let punct = tokens.iter().filter(|t| matches!(t.as_str(), "{" | "}" | "(" | ")" | "[" | "]" | "," | ":" | "="));
+            names.extend(punct.map(|t| format!("`{t}`")));
+        }
+    }
+    // The token found: an identifier or number, a string's start, or one character.
+    let rest = src.text.get(start..).unwrap_or("");
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    let found = match rest.chars().next() {
+        None => "end of input".to_string(),
+        Some('\n' | '\r') => "end of line".to_string(),
+        Some(c) if ident(c) => format!("`{}`", rest.chars().take_while(|&c| ident(c)).take(32).collect::<String>()),
+        Some('"') => format!("`{}`", rest.chars().take_while(|&c| c != '\n').take(32).collect::<String>().trim_end()),
+        Some(c) => format!("`{c}`"),
+    };
+    names.sort();
+    names.dedup();
+    let message = match (&e.variant, names.is_empty()) {
+        (pest::error::ErrorVariant::CustomError { message }, _) => message.clone(),
+        (_, true) => format!("unexpected {}, found {found}", negatives.join(" or ")),
+        (_, false) => format!("expected {}, found {found}", names.join(" or ")),
     };
     let end = end.min(src.text.len()).max(start);
     ParseError::Syntax {

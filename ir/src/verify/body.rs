@@ -1,0 +1,341 @@
+//! Statements: stage rules, sparse iterations, loops, blocks, reductions and scoping.
+
+use super::{Reducer, Verifier, VerifyErrorKind as K};
+use crate::expr::{BinOp, Expr};
+use crate::func::{AxisId, Block, BufferId, For, SpIter, SpIterAxis, Stmt, StmtKind, Storage, VarId};
+use crate::types::{AxisKind, IterKind, Stage};
+
+/// One iterator of a sparse iteration, resolved.
+struct Iter {
+    /// The axis iterated; `None` for a dangling handle (already reported).
+    axis: Option<AxisId>,
+    /// The axis whose iterator picks the row: the declared parent, the previous member of a
+    /// fuse group, or the new parent of an `attach`.
+    parent: Option<AxisId>,
+}
+
+impl<'f> Verifier<'f> {
+    /// The function body, with parameters and function-level buffers in scope.
+    pub(super) fn body(&mut self) {
+        let f = self.f;
+        self.stmts(&f.body);
+    }
+
+    /// A statement list: `let`s and allocations it makes end with it.
+    fn stmts(&mut self, list: &'f [Stmt]) {
+        let mark = self.scope.len();
+        for s in list {
+            self.stmt(s);
+        }
+        self.pop_to(mark);
+    }
+
+    fn stmt(&mut self, s: &'f Stmt) {
+        self.span = s.span;
+        match &s.kind {
+            StmtKind::Store { buffer, indices, value } => {
+                let buf = self.access(*buffer, indices);
+                let t = self.expr(value);
+                if let (Some(buf), Some(t)) = (buf, t) {
+                    if t != buf.dtype {
+                        self.err(K::StoreDType { buffer: buf.name.clone(), expected: buf.dtype, found: t });
+                    }
+                }
+                self.reduction_write(*buffer, indices);
+            }
+            StmtKind::SpIter(it) => self.sp_iter(it),
+            StmtKind::For(l) => self.for_loop(l),
+            StmtKind::Block(b) => self.block(b),
+            StmtKind::If { cond, then_body, else_body } => {
+                self.cond("if", cond);
+                self.stmts(then_body);
+                self.stmts(else_body);
+            }
+            StmtKind::While { cond, body } => {
+                self.cond("while", cond);
+                self.stmts(body);
+            }
+            StmtKind::Let { var, value } => {
+                let t = self.expr(value);
+                if let (Some(v), Some(t)) = (self.f.vars.try_get(*var), t) {
+                    if v.dtype != t {
+                        self.err(K::LetDType { var: v.name.clone(), expected: v.dtype, found: t });
+                    }
+                }
+                self.bind(*var, None);
+            }
+            StmtKind::Alloc(b) => self.alloc(*b),
+            StmtKind::Evaluate(e) => {
+                // Only call forms print as statements.
+                let is_call = matches!(
+                    e,
+                    Expr::Call(..)
+                        | Expr::AtomicAdd(..)
+                        | Expr::Select(..)
+                        | Expr::Cast(..)
+                        | Expr::Binary(BinOp::Min | BinOp::Max, ..)
+                );
+                if !is_call {
+                    self.err(K::EvaluateNotCall);
+                }
+                self.expr(e);
+            }
+        }
+    }
+
+    /// Reports a form the function's stage does not have.
+    fn stage_allows(&mut self, stmt: &'static str, ok: bool, hint: &'static str) {
+        if !ok {
+            self.err(K::StmtNotAllowed { stmt, stage: self.f.stage, hint });
+        }
+    }
+
+    /// An `Alloc` statement: the buffer is an allocation, allocated once, checked here with
+    /// the variables in scope, and usable until the end of the list.
+    fn alloc(&mut self, b: BufferId) {
+        let Some(buf) = self.f.buffers.try_get(b) else {
+            self.dangling("buffer", b, self.f.buffers.len());
+            return;
+        };
+        if matches!(buf.storage, Storage::Param(_)) {
+            self.err(K::AllocOfParamBuffer { buffer: buf.name.clone() });
+        }
+        if std::mem::replace(&mut self.alloc_seen[b.index()], true) {
+            self.err(K::AllocTwice { buffer: buf.name.clone() });
+        } else {
+            self.buffer_decl(buf);
+        }
+        self.bind_buffer(b);
+    }
+
+    /// A store inside a reduction must not be indexed by a reduction iterator.
+    fn reduction_write(&mut self, buffer: BufferId, indices: &'f [Expr]) {
+        let mut found: Vec<(VarId, Reducer<'f>)> = Vec::new();
+        for e in indices {
+            e.walk(&mut |x| {
+                if let Expr::Var(v) = x {
+                    if let Some(Some(r)) = self.reducer.get(v.index()) {
+                        if !found.iter().any(|(w, _)| w == v) {
+                            found.push((*v, *r));
+                        }
+                    }
+                }
+            });
+        }
+        for (v, r) in found {
+            let (var, buffer) = (self.var_name(v), self.buffer_name(buffer));
+            self.err(match r {
+                Reducer::SpIter(s) => K::SpIterReductionWrite { var, buffer, sp_iter: s.to_string() },
+                Reducer::Block(b) => K::BlockReductionWrite { var, buffer, block: b.to_string() },
+            });
+        }
+    }
+
+    // ---- sparse iterations -------------------------------------------------------------
+
+    fn sp_iter(&mut self, it: &'f SpIter) {
+        let f = self.f;
+        let name = it.name.as_str();
+        self.stage_allows("sp_iter", f.stage == Stage::I, "sparse iterations belong to Stage I");
+        let iters = self.sp_iter_axes(it);
+        if it.vars.len() != iters.len() {
+            self.err(K::SpIterVarCount { sp_iter: name.to_string(), axes: iters.len(), vars: it.vars.len() });
+        }
+        let len = it.kinds.chars().count();
+        if len != it.vars.len() {
+            self.err(K::KindsLength { kinds: it.kinds.clone(), len, sp_iter: name.to_string(), iters: it.vars.len() });
+        }
+        if let Some(letter) = it.kinds.chars().find(|&c| c != 'S' && c != 'R') {
+            self.err(K::KindsLetter { kinds: it.kinds.clone(), sp_iter: name.to_string(), letter });
+        }
+        let kinds: Vec<Option<IterKind>> = it.kinds.chars().map(IterKind::from_letter).collect();
+        let kind = |k: usize| kinds.get(k).copied().flatten();
+
+        for (k, iter) in iters.iter().enumerate() {
+            let (Some(a), Some(p)) = (iter.axis, iter.parent) else { continue };
+            if !f.axes.contains(p) {
+                continue; // reported where the parent is declared
+            }
+            match iters[..k].iter().rposition(|j| j.axis == Some(p)) {
+                Some(j) if kind(k) == Some(IterKind::Spatial) && kind(j) == Some(IterKind::Reduce) => {
+                    self.err(K::SpatialUnderReduction {
+                        sp_iter: name.to_string(),
+                        var: it.vars.get(k).map_or_else(|| "?".to_string(), |v| self.var_name(*v)),
+                        axis: self.axis_name(a),
+                        parent: self.axis_name(p),
+                    });
+                }
+                Some(_) => {}
+                None if self.axis_iterated[p.index()] == 0 => self.err(K::MissingParentIterator {
+                    sp_iter: name.to_string(),
+                    axis: self.axis_name(a),
+                    parent: self.axis_name(p),
+                }),
+                None => {}
+            }
+        }
+        for (iter, &v) in iters.iter().zip(&it.vars) {
+            let (Some(axis), Some(var)) = (iter.axis.and_then(|a| f.axes.try_get(a)), f.vars.try_get(v)) else {
+                continue;
+            };
+            if var.dtype != axis.idtype {
+                self.err(K::SpIterVarDType {
+                    sp_iter: name.to_string(),
+                    var: var.name.clone(),
+                    axis: axis.name.clone(),
+                    expected: axis.idtype,
+                    found: var.dtype,
+                });
+            }
+        }
+
+        let mark = self.scope.len();
+        for (k, &v) in it.vars.iter().enumerate() {
+            let reducer = (kind(k) == Some(IterKind::Reduce)).then_some(Reducer::SpIter(name));
+            self.bind(v, reducer);
+        }
+        for a in iters.iter().filter_map(|i| i.axis) {
+            self.axis_iterated[a.index()] += 1;
+        }
+        if let Some(init) = &it.init {
+            self.stmts(init);
+        }
+        self.stmts(&it.body);
+        for a in iters.iter().filter_map(|i| i.axis) {
+            self.axis_iterated[a.index()] -= 1;
+        }
+        self.pop_to(mark);
+    }
+
+    /// Resolves the axis list of a sparse iteration, checking `fuse` and `attach` entries.
+    fn sp_iter_axes(&mut self, it: &'f SpIter) -> Vec<Iter> {
+        let f = self.f;
+        let mut iters = Vec::new();
+        for entry in &it.axes {
+            match entry {
+                SpIterAxis::Axis(a) => iters.push(self.declared(*a)),
+                SpIterAxis::Fuse(group) => {
+                    for (k, &a) in group.iter().enumerate() {
+                        let mut iter = self.declared(a);
+                        if let (Some(axis), Some(&prev)) =
+                            (iter.axis.and_then(|a| f.axes.try_get(a)), k.checked_sub(1).map(|j| &group[j]))
+                        {
+                            if axis.parent != Some(prev) {
+                                let found = match axis.parent {
+                                    None => "it has no parent".to_string(),
+                                    Some(p) => format!("its parent is `{}`", self.axis_name(p)),
+                                };
+                                self.err(K::FuseNotChain {
+                                    sp_iter: it.name.clone(),
+                                    axis: axis.name.clone(),
+                                    expected: self.axis_name(prev),
+                                    found,
+                                });
+                            }
+                            // The previous member is this one's row either way; do not report
+                            // a missing parent iterator on top of the broken chain.
+                            iter.parent = Some(prev);
+                        }
+                        iters.push(iter);
+                    }
+                }
+                SpIterAxis::Attach { axis, parent } => {
+                    let mut iter = self.declared(*axis);
+                    if let Some(x) = iter.axis.and_then(|a| f.axes.try_get(a)) {
+                        let found = match x.parent.map(|p| f.axes.try_get(p)) {
+                            None => Some("it has none".to_string()),
+                            Some(None) => None, // dangling: reported at the axis
+                            Some(Some(p)) if p.kind != AxisKind::DenseFixed => {
+                                Some(format!("it is `{}` ({})", p.name, p.kind.name()))
+                            }
+                            Some(Some(_)) => None,
+                        };
+                        if let Some(found) = found {
+                            self.err(K::AttachParent {
+                                sp_iter: it.name.clone(),
+                                axis: x.name.clone(),
+                                new_parent: self.axis_name(*parent),
+                                found,
+                            });
+                        }
+                    }
+                    if f.axes.contains(*parent) {
+                        iter.parent = Some(*parent);
+                    } else {
+                        self.dangling("axis", *parent, f.axes.len());
+                        iter.parent = None;
+                    }
+                    iters.push(iter);
+                }
+            }
+        }
+        iters
+    }
+
+    /// An iterator over `a` with its declared parent.
+    fn declared(&mut self, a: AxisId) -> Iter {
+        match self.f.axes.try_get(a) {
+            Some(axis) => Iter { axis: Some(a), parent: axis.parent },
+            None => {
+                self.dangling("axis", a, self.f.axes.len());
+                Iter { axis: None, parent: None }
+            }
+        }
+    }
+
+    // ---- loops and blocks --------------------------------------------------------------
+
+    fn for_loop(&mut self, l: &'f For) {
+        let f = self.f;
+        self.stage_allows("for", f.stage != Stage::I, "loops belong to Stage II and III");
+        let var = f.vars.try_get(l.var);
+        for (what, e) in [("start", &l.min), ("extent", &l.extent)] {
+            let Some(t) = self.expr(e) else { continue };
+            let name = self.var_name(l.var);
+            if !t.is_int() {
+                self.err(K::LoopBoundNotInt { var: name, what, found: t });
+            } else if let Some(v) = var.filter(|v| v.dtype != t) {
+                self.err(K::LoopBoundDType { var: name, what, expected: v.dtype, found: t });
+            }
+        }
+        let mark = self.scope.len();
+        self.bind(l.var, None);
+        self.stmts(&l.body);
+        self.pop_to(mark);
+    }
+
+    fn block(&mut self, b: &'f Block) {
+        let f = self.f;
+        self.stage_allows("block", f.stage != Stage::I, "blocks belong to Stage II and III");
+        // Extents and bindings are evaluated outside the block.
+        for it in &b.iters {
+            let name = self.var_name(it.var);
+            if let Some(t) = self.expr(&it.extent) {
+                if !t.is_int() {
+                    self.err(K::BlockIterExtentNotInt { var: name.clone(), found: t });
+                }
+            }
+            let binding = self.expr(&it.binding);
+            if let Some(v) = f.vars.try_get(it.var) {
+                if !v.dtype.is_int() {
+                    self.err(K::BlockIterNotInt { var: name, found: v.dtype });
+                } else if let Some(t) = binding.filter(|&t| t != v.dtype) {
+                    self.err(K::BlockIterBindingDType { var: name, expected: v.dtype, found: t });
+                }
+            }
+        }
+        let mark = self.scope.len();
+        for it in &b.iters {
+            let reducer = (it.kind == IterKind::Reduce).then_some(Reducer::Block(b.name.as_str()));
+            self.bind(it.var, reducer);
+        }
+        for r in b.reads.iter().chain(&b.writes) {
+            self.region(r);
+        }
+        if let Some(init) = &b.init {
+            self.stmts(init);
+        }
+        self.stmts(&b.body);
+        self.pop_to(mark);
+    }
+}

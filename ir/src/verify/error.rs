@@ -1,0 +1,529 @@
+//! What the verifier reports: one variant per rule.
+
+use crate::types::{AxisKind, DType, Stage};
+
+/// One broken rule, with the names involved. The message names the offending axis, buffer or
+/// variable and says what was expected.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum VerifyErrorKind {
+    // ---- handles and names --------------------------------------------------------------
+    /// A handle or parameter index that does not point into its arena.
+    #[error("{what} handle #{index} is out of range (the function has {len})")]
+    DanglingHandle {
+        /// `variable`, `axis`, `buffer` or `parameter`.
+        what: &'static str,
+        /// The raw index.
+        index: usize,
+        /// How many items the arena holds.
+        len: usize,
+    },
+    /// Two parameters share a name.
+    #[error("parameter `{name}` is declared twice")]
+    DuplicateParam {
+        /// The name.
+        name: String,
+    },
+    /// A scalar parameter whose variable is not the parameter's namesake.
+    #[error("scalar parameter `{param}` is bound to variable `{var}`; the names must match")]
+    ParamVarName {
+        /// The parameter.
+        param: String,
+        /// The variable's name.
+        var: String,
+    },
+    /// A parameter, axis, buffer or variable name that cannot be printed and parsed back.
+    #[error("{what} name `{name}` is not an identifier (ASCII letters, digits and `_`, not starting with a digit, not a keyword or `inf`/`nan`)")]
+    BadName {
+        /// `parameter`, `axis`, `buffer` or `variable`.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// Two axes, two buffers, or an axis and a buffer share a name.
+    #[error("`{name}` is declared twice (first as {first}, then as {second})")]
+    NameClash {
+        /// The name.
+        name: String,
+        /// `an axis` or `a buffer`.
+        first: &'static str,
+        /// `an axis` or `a buffer`.
+        second: &'static str,
+    },
+    /// Two functions of a module share a name.
+    #[error("function `{name}` is defined twice")]
+    DuplicateFunc {
+        /// The name.
+        name: String,
+    },
+
+    // ---- axes ---------------------------------------------------------------------------
+    /// An axis whose parent comes later in the axis arena (or is the axis itself).
+    #[error("axis `{axis}`'s parent `{parent}` is defined after it")]
+    AxisParentAfter {
+        /// The axis.
+        axis: String,
+        /// Its parent.
+        parent: String,
+    },
+    /// A `dense_fixed` axis with a parent.
+    #[error("axis `{axis}` is dense_fixed and must not have a parent, found parent `{parent}`")]
+    UnexpectedAxisParent {
+        /// The axis.
+        axis: String,
+        /// The parent it has.
+        parent: String,
+    },
+    /// A non-`dense_fixed` axis without a parent.
+    #[error("axis `{axis}` is {} and needs a parent axis", kind.name())]
+    MissingAxisParent {
+        /// The axis.
+        axis: String,
+        /// Its kind.
+        kind: AxisKind,
+    },
+    /// An axis lacks a field its kind needs (`nnz`, `indptr`, `indices`).
+    #[error("{} axis `{axis}` needs `{field}`", kind.name())]
+    AxisFieldMissing {
+        /// The axis.
+        axis: String,
+        /// Its kind.
+        kind: AxisKind,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// An axis has a field its kind does not take.
+    #[error("{} axis `{axis}` must not have `{field}`", kind.name())]
+    AxisFieldUnexpected {
+        /// The axis.
+        axis: String,
+        /// Its kind.
+        kind: AxisKind,
+        /// The extra field.
+        field: &'static str,
+    },
+    /// `indptr` or `indices` of an axis names a scalar parameter.
+    #[error("`{field}` of axis `{axis}` must be a handle parameter, but `{param}` is a scalar")]
+    AxisArrayNotHandle {
+        /// The axis.
+        axis: String,
+        /// `indptr` or `indices`.
+        field: &'static str,
+        /// The parameter named.
+        param: String,
+    },
+    /// The length or nnz of an axis is not an integer.
+    #[error("`{field}` of axis `{axis}` must be an integer, found {found}")]
+    AxisExprNotInt {
+        /// The axis.
+        axis: String,
+        /// `length` or `nnz`.
+        field: &'static str,
+        /// Its dtype.
+        found: DType,
+    },
+    /// The length or nnz of an axis uses something other than scalar parameters and literals.
+    #[error("`{field}` of axis `{axis}` may only use scalar parameters and literals, found {culprit}")]
+    AxisExprNotParamExpr {
+        /// The axis.
+        axis: String,
+        /// `length` or `nnz`.
+        field: &'static str,
+        /// What it uses instead (`variable `i``, `a load from `X``).
+        culprit: String,
+    },
+    /// An axis index dtype that is not an integer.
+    #[error("index dtype of axis `{axis}` must be i32 or i64, found {found}")]
+    AxisIdType {
+        /// The axis.
+        axis: String,
+        /// Its idtype.
+        found: DType,
+    },
+
+    // ---- buffers ------------------------------------------------------------------------
+    /// A sparse buffer's axis does not directly follow its parent (storage rule).
+    #[error("buffer `{buffer}`: axis `{axis}` must directly follow its parent `{parent}` (storage rule), but {found}")]
+    BufferAxisOrder {
+        /// The buffer.
+        buffer: String,
+        /// The axis.
+        axis: String,
+        /// Its parent.
+        parent: String,
+        /// What precedes it instead (`it comes first`, `it follows `K``).
+        found: String,
+    },
+    /// A dense buffer dimension that is not an integer.
+    #[error("dimension {dim} of buffer `{buffer}` must be an integer, found {found}")]
+    BufferShapeNotInt {
+        /// The buffer.
+        buffer: String,
+        /// 0-based dimension.
+        dim: usize,
+        /// Its dtype.
+        found: DType,
+    },
+    /// A buffer bound to a scalar parameter.
+    #[error("buffer `{buffer}` must be bound to a handle parameter, but `{param}` is a scalar")]
+    BufferStorageNotHandle {
+        /// The buffer.
+        buffer: String,
+        /// The parameter.
+        param: String,
+    },
+    /// `extra_storage` that is not an integer.
+    #[error("`extra_storage` of buffer `{buffer}` must be an integer, found {found}")]
+    BufferExtraStorageNotInt {
+        /// The buffer.
+        buffer: String,
+        /// Its dtype.
+        found: DType,
+    },
+    /// A default value of the wrong dtype.
+    #[error("default value of buffer `{buffer}` must be {expected}, found {found}")]
+    BufferDefaultDType {
+        /// The buffer.
+        buffer: String,
+        /// The buffer's dtype.
+        expected: DType,
+        /// The default's dtype.
+        found: DType,
+    },
+
+    // ---- stages -------------------------------------------------------------------------
+    /// A statement form the stage does not have.
+    #[error("`{stmt}` is not allowed at Stage {stage} ({hint})")]
+    StmtNotAllowed {
+        /// `sp_iter`, `for` or `block`.
+        stmt: &'static str,
+        /// The function's stage.
+        stage: Stage,
+        /// Where the form belongs.
+        hint: &'static str,
+    },
+    /// An axis in a Stage III function.
+    #[error("axis `{axis}` is declared at Stage III, which has no axes")]
+    AxisAtStageIII {
+        /// The axis.
+        axis: String,
+    },
+    /// A sparse buffer in a Stage III function.
+    #[error("buffer `{buffer}` is sparse at Stage III, where every buffer is dense")]
+    SparseBufferAtStageIII {
+        /// The buffer.
+        buffer: String,
+    },
+
+    // ---- sparse iterations --------------------------------------------------------------
+    /// An sp_iter binding a different number of variables than it iterates axes.
+    #[error("sp_iter `{sp_iter}` iterates {axes} axes but binds {vars} variables")]
+    SpIterVarCount {
+        /// The sp_iter.
+        sp_iter: String,
+        /// Axes iterated (fused ones counted one by one).
+        axes: usize,
+        /// Variables bound.
+        vars: usize,
+    },
+    /// A kind string of the wrong length.
+    #[error("iterator kind string {kinds:?} has length {len} but sp_iter {sp_iter} has {iters} iterators")]
+    KindsLength {
+        /// The kind string.
+        kinds: String,
+        /// Its length in characters.
+        len: usize,
+        /// The sp_iter.
+        sp_iter: String,
+        /// Number of iterator variables.
+        iters: usize,
+    },
+    /// A kind string with a letter other than `S`/`R`.
+    #[error("iterator kind string {kinds:?} of sp_iter {sp_iter} contains {letter:?}; only 'S' (spatial) and 'R' (reduction) are allowed")]
+    KindsLetter {
+        /// The kind string.
+        kinds: String,
+        /// The sp_iter.
+        sp_iter: String,
+        /// The first bad letter.
+        letter: char,
+    },
+    /// An iterated axis whose parent is not iterated before it.
+    #[error("sp_iter `{sp_iter}` iterates axis `{axis}` but no iterator over its parent `{parent}` comes earlier in it or in an enclosing sp_iter")]
+    MissingParentIterator {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The axis.
+        axis: String,
+        /// Its (possibly attached) parent.
+        parent: String,
+    },
+    /// A `fuse(...)` group whose members are not a parent chain.
+    #[error("fuse in sp_iter `{sp_iter}`: axis `{axis}` must be a child of `{expected}` (each fused axis is the parent of the next), but {found}")]
+    FuseNotChain {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The member that breaks the chain.
+        axis: String,
+        /// The previous member.
+        expected: String,
+        /// Its actual parent (`its parent is `X``, `it has no parent`).
+        found: String,
+    },
+    /// `attach(X, P)` where X's declared parent is not dense_fixed.
+    #[error("attach({axis}, {new_parent}) in sp_iter `{sp_iter}`: the declared parent of `{axis}` must be dense_fixed, but {found}")]
+    AttachParent {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The axis attached.
+        axis: String,
+        /// The new parent.
+        new_parent: String,
+        /// What the declared parent is instead.
+        found: String,
+    },
+    /// A spatial iterator over an axis whose parent a reduction iterator of the same sp_iter iterates.
+    #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` over `{axis}` lies below `{parent}`, which a reduction iterator of the same sp_iter iterates")]
+    SpatialUnderReduction {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The spatial iterator variable.
+        var: String,
+        /// Its axis.
+        axis: String,
+        /// The parent iterated by a reduction.
+        parent: String,
+    },
+    /// An iterator variable whose dtype is not its axis's index dtype.
+    #[error("iterator `{var}` of sp_iter `{sp_iter}` has type {found}, but axis `{axis}` has index dtype {expected}")]
+    SpIterVarDType {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The variable.
+        var: String,
+        /// Its axis.
+        axis: String,
+        /// The axis idtype.
+        expected: DType,
+        /// The variable's dtype.
+        found: DType,
+    },
+
+    // ---- accesses -----------------------------------------------------------------------
+    /// An access with the wrong number of indices.
+    #[error("buffer `{buffer}` takes {expected} indices, found {found}")]
+    IndexCount {
+        /// The buffer.
+        buffer: String,
+        /// Its number of dimensions.
+        expected: usize,
+        /// Indices given.
+        found: usize,
+    },
+    /// A non-integer index.
+    #[error("index {dim} of buffer `{buffer}` must be an integer, found {found}")]
+    IndexNotInt {
+        /// The buffer.
+        buffer: String,
+        /// 0-based position of the index.
+        dim: usize,
+        /// Its dtype.
+        found: DType,
+    },
+    /// A store of a value of another dtype than the buffer's.
+    #[error("store to buffer `{buffer}` of element type {expected} has a value of type {found}")]
+    StoreDType {
+        /// The buffer.
+        buffer: String,
+        /// Its dtype.
+        expected: DType,
+        /// The value's dtype.
+        found: DType,
+    },
+    /// An atomic add of a value of another dtype than the buffer's.
+    #[error("atomic_add to buffer `{buffer}` of element type {expected} adds a value of type {found}")]
+    AtomicAddDType {
+        /// The buffer.
+        buffer: String,
+        /// Its dtype.
+        expected: DType,
+        /// The value's dtype.
+        found: DType,
+    },
+
+    // ---- reductions ---------------------------------------------------------------------
+    /// A store indexed by a reduction iterator of an enclosing sp_iter.
+    #[error("reduction iterator `{var}` of sp_iter `{sp_iter}` indexes the store to `{buffer}`: a reduction may only write outputs indexed by spatial iterators")]
+    SpIterReductionWrite {
+        /// The reduction variable.
+        var: String,
+        /// The buffer written.
+        buffer: String,
+        /// The sp_iter binding it.
+        sp_iter: String,
+    },
+    /// A store indexed by a reduce iterator of an enclosing block.
+    #[error("reduce iterator `{var}` of block `{block}` indexes the store to `{buffer}`: a block may only write outputs indexed by spatial iterators")]
+    BlockReductionWrite {
+        /// The reduce variable.
+        var: String,
+        /// The buffer written.
+        buffer: String,
+        /// The block binding it.
+        block: String,
+    },
+
+    // ---- scoping ------------------------------------------------------------------------
+    /// A variable used where it is not bound.
+    #[error("variable `{var}` is used outside its scope")]
+    VarOutOfScope {
+        /// The variable.
+        var: String,
+    },
+    /// A variable handle bound by two binders.
+    #[error("variable `{var}` is bound twice")]
+    VarBoundTwice {
+        /// The variable.
+        var: String,
+    },
+    /// A binder whose name is already bound in scope.
+    #[error("`{var}` shadows a variable of the same name that is already in scope")]
+    Shadowing {
+        /// The name.
+        var: String,
+    },
+    /// A statement-allocated buffer used outside the list that allocates it.
+    #[error("buffer `{buffer}` is used outside the statement list that allocates it")]
+    BufferOutOfScope {
+        /// The buffer.
+        buffer: String,
+    },
+    /// An `Alloc` statement for a buffer bound to a parameter.
+    #[error("buffer `{buffer}` is bound to a parameter and cannot be allocated by a statement")]
+    AllocOfParamBuffer {
+        /// The buffer.
+        buffer: String,
+    },
+    /// A buffer allocated by more than one statement.
+    #[error("buffer `{buffer}` is allocated by more than one statement")]
+    AllocTwice {
+        /// The buffer.
+        buffer: String,
+    },
+
+    // ---- types --------------------------------------------------------------------------
+    /// A literal whose dtype does not fit it.
+    #[error("literal {literal} is not a valid {dtype} value")]
+    LiteralDType {
+        /// The literal as text.
+        literal: String,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// Binary operands (or `pow`'s arguments) of different dtypes.
+    #[error("operands of `{op}` have different types: {lhs} and {rhs}")]
+    OperandMismatch {
+        /// The operator.
+        op: &'static str,
+        /// Left dtype.
+        lhs: DType,
+        /// Right dtype.
+        rhs: DType,
+    },
+    /// An operator applied to an operand of the wrong kind of dtype.
+    #[error("`{op}` needs {expected} operands, found {found}")]
+    OperandType {
+        /// The operator or intrinsic.
+        op: &'static str,
+        /// `bool`, `numeric`, `float`, ...
+        expected: &'static str,
+        /// The operand's dtype.
+        found: DType,
+    },
+    /// An intrinsic called with the wrong number of arguments.
+    #[error("`{name}` takes {expected} arguments, found {found}")]
+    IntrinsicArity {
+        /// The intrinsic.
+        name: &'static str,
+        /// Its arity.
+        expected: usize,
+        /// Arguments given.
+        found: usize,
+    },
+    /// An `if`, `while` or `select` condition that is not bool.
+    #[error("condition of `{what}` must be bool, found {found}")]
+    ConditionNotBool {
+        /// `if`, `while` or `select`.
+        what: &'static str,
+        /// The condition's dtype.
+        found: DType,
+    },
+    /// `select` arms of different dtypes.
+    #[error("arms of `select` have different types: {then} and {otherwise}")]
+    SelectArms {
+        /// Type of the first arm.
+        then: DType,
+        /// Type of the second arm.
+        otherwise: DType,
+    },
+    /// A loop bound that is not an integer.
+    #[error("{what} of loop `{var}` must be an integer, found {found}")]
+    LoopBoundNotInt {
+        /// The loop variable.
+        var: String,
+        /// `start` or `extent`.
+        what: &'static str,
+        /// Its dtype.
+        found: DType,
+    },
+    /// A loop bound of another integer dtype than the loop variable.
+    #[error("{what} of loop `{var}` has type {found}, but `{var}` is {expected}")]
+    LoopBoundDType {
+        /// The loop variable.
+        var: String,
+        /// `start` or `extent`.
+        what: &'static str,
+        /// The variable's dtype.
+        expected: DType,
+        /// The bound's dtype.
+        found: DType,
+    },
+    /// A block iterator extent that is not an integer.
+    #[error("extent of block iterator `{var}` must be an integer, found {found}")]
+    BlockIterExtentNotInt {
+        /// The iterator.
+        var: String,
+        /// The extent's dtype.
+        found: DType,
+    },
+    /// A block iterator variable that is not an integer.
+    #[error("block iterator `{var}` must be an integer, found {found}")]
+    BlockIterNotInt {
+        /// The iterator.
+        var: String,
+        /// Its dtype.
+        found: DType,
+    },
+    /// A block iterator binding of another dtype than the iterator.
+    #[error("binding of block iterator `{var}` has type {found}, but `{var}` is {expected}")]
+    BlockIterBindingDType {
+        /// The iterator.
+        var: String,
+        /// The iterator's dtype.
+        expected: DType,
+        /// The binding's dtype.
+        found: DType,
+    },
+    /// A `let` whose value has another dtype than its variable.
+    #[error("`let {var}` declares type {expected} but the value has type {found}")]
+    LetDType {
+        /// The variable.
+        var: String,
+        /// The variable's dtype.
+        expected: DType,
+        /// The value's dtype.
+        found: DType,
+    },
+    /// An evaluated expression that is not a call (only calls can stand as statements).
+    #[error("only calls can be evaluated as statements")]
+    EvaluateNotCall,
+}

@@ -1,0 +1,286 @@
+//! Loading, checking, lowering and running `.sptir` programs: what the CLI does, as a library.
+
+use sparsec_ir::span::SourceFile;
+use sparsec_ir::{text, verify, Func, Module, Stage};
+use std::path::{Path, PathBuf};
+
+/// What can go wrong in the driver. Parse and verifier errors are already rendered with
+/// `file:line:col`.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The text does not parse.
+    #[error("{0}")]
+    Parse(#[from] text::ParseError),
+    /// The IR breaks a verifier rule (every error, rendered).
+    #[error("{0}")]
+    Verify(String),
+    /// The module has several functions and none was chosen, or the chosen one is missing.
+    #[error("{0}")]
+    NoSuchFunction(String),
+    /// A pass failed.
+    #[error("{0}")]
+    Pass(#[from] sparsec_passes::PassError),
+    /// Lowering only goes down: the function is already past the stage asked for.
+    #[error("`{func}` is at Stage {at}; it cannot be raised to Stage {want}")]
+    CannotRaise {
+        /// The function.
+        func: String,
+        /// Its stage.
+        at: Stage,
+        /// The stage asked for.
+        want: Stage,
+    },
+}
+
+/// A parsed and verified source file.
+pub struct Loaded {
+    /// Path shown in diagnostics.
+    pub name: String,
+    /// The source text.
+    pub text: String,
+    /// The module.
+    pub module: Module,
+}
+
+impl Loaded {
+    /// The function called `name`, or the only function when `name` is `None`.
+    pub fn func(&self, name: Option<&str>) -> Result<&Func, DriverError> {
+        match name {
+            Some(n) => self.module.func(n).ok_or_else(|| {
+                let known: Vec<&str> = self.module.funcs.iter().map(|f| f.name.as_str()).collect();
+                DriverError::NoSuchFunction(format!("{}: no function `{n}` (functions: {})", self.name, known.join(", ")))
+            }),
+            None if self.module.funcs.len() == 1 => Ok(&self.module.funcs[0]),
+            None => {
+                let known: Vec<&str> = self.module.funcs.iter().map(|f| f.name.as_str()).collect();
+                Err(DriverError::NoSuchFunction(format!(
+                    "{}: {} functions ({}); choose one with --func",
+                    self.name,
+                    known.len(),
+                    known.join(", ")
+                )))
+            }
+        }
+    }
+}
+
+/// Parses and verifies a `.sptir` text.
+pub fn load_text(name: &str, text: String) -> Result<Loaded, DriverError> {
+    let module = text::parse(name, &text)?;
+    if let Err(errors) = verify::verify_module(&module) {
+        return Err(DriverError::Verify(verify::render_errors(&errors, &SourceFile::new(name, &text))));
+    }
+    Ok(Loaded { name: name.to_string(), text, module })
+}
+
+/// Reads, parses and verifies a `.sptir` file.
+pub fn load(path: &Path) -> Result<Loaded, DriverError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DriverError::Read { path: path.to_path_buf(), source })?;
+    load_text(&path.display().to_string(), text)
+}
+
+/// Lowers a function to `stage`, verifying after every pass.
+pub fn lower(func: &Func, stage: Stage) -> Result<Func, DriverError> {
+    if stage < func.stage {
+        return Err(DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage });
+    }
+    let mut pm = sparsec_passes::PassManager::new();
+    if func.stage == Stage::I && stage >= Stage::II {
+        pm.add("lower_sparse_iter", sparsec_passes::lower_sparse_iter);
+    }
+    if func.stage <= Stage::II && stage == Stage::III {
+        pm.add("lower_sparse_buffer", sparsec_passes::lower_sparse_buffer);
+    }
+    Ok(pm.run(func)?)
+}
+
+/// Every stage from the function's own down to Stage III, in order.
+pub fn lower_all(func: &Func) -> Result<Vec<Func>, DriverError> {
+    let mut out = vec![func.clone()];
+    let mut pm = sparsec_passes::PassManager::new();
+    if func.stage == Stage::I {
+        pm.add("lower_sparse_iter", sparsec_passes::lower_sparse_iter);
+    }
+    if func.stage <= Stage::II {
+        pm.add("lower_sparse_buffer", sparsec_passes::lower_sparse_buffer);
+    }
+    out.extend(pm.run_all(func)?);
+    Ok(out)
+}
+
+/// How `sparsec run` binds data to a function.
+#[derive(Clone, Debug, Default)]
+pub struct RunSpec {
+    /// `buffer → Matrix Market file`: binds the values, `indptr`, `indices` and shape scalars.
+    pub matrices: Vec<(String, PathBuf)>,
+    /// `parameter or buffer → .npy file` for dense inputs.
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Scalars given by name.
+    pub scalars: Vec<(String, i64)>,
+    /// Value for every unbound scalar whose name contains `feat`.
+    pub feat: Option<i64>,
+    /// Block size used when a matrix is bound to a 4-axis (BSR) buffer.
+    pub block: usize,
+    /// Seed for inputs that no file gives.
+    pub seed: u64,
+}
+
+/// What can go wrong while binding data for a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A driver error.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The Matrix Market file is malformed.
+    #[error("{0}")]
+    Mtx(#[from] sparsec_formats::mtx::MtxError),
+    /// The matrix does not fit the buffer it is bound to.
+    #[error("{0}")]
+    Bind(#[from] sparsec_formats::BindError),
+    /// The matrix could not be converted to the buffer's format.
+    #[error("{0}")]
+    Convert(#[from] sparsec_formats::ConvertError),
+    /// A `.npy` input failed.
+    #[error("{0}")]
+    Npy(#[from] crate::npy::NpyError),
+    /// The interpreter failed.
+    #[error("{0}")]
+    Interp(#[from] sparsec_interp::InterpError),
+    /// A name given on the command line does not exist.
+    #[error("`{func}` has no parameter or buffer `{name}`")]
+    UnknownName {
+        /// The function.
+        func: String,
+        /// The name.
+        name: String,
+    },
+    /// A scalar parameter has no value.
+    #[error("scalar `{0}` is not bound: pass --scalar {0}=VALUE")]
+    UnboundScalar(String),
+    /// An integer input array has no file and cannot be made up.
+    #[error("integer input `{0}` needs a file: pass --input {0}=path.npy")]
+    IntegerInput(String),
+}
+
+/// The handle parameter behind a parameter or buffer name.
+fn param_of(func: &Func, name: &str) -> Option<sparsec_ir::ParamId> {
+    func.param_index(name).or_else(|| {
+        let b = func.buffer_by_name(name)?;
+        match func.buffers[b].storage {
+            sparsec_ir::Storage::Param(p) => Some(p),
+            sparsec_ir::Storage::Alloc(_) => None,
+        }
+    })
+}
+
+/// The buffers a function stores to.
+pub fn written_buffers(func: &Func) -> Vec<sparsec_ir::BufferId> {
+    let mut out = Vec::new();
+    sparsec_ir::walk_stmts(&func.body, &mut |s| {
+        if let sparsec_ir::StmtKind::Store { buffer, .. } = &s.kind {
+            out.push(*buffer);
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let sparsec_ir::Expr::AtomicAdd(b, _, _) = x {
+                    out.push(*b);
+                }
+            });
+        }
+    });
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Builds the arguments of a Stage-I function from matrices, `.npy` files, scalars and the seed.
+pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, RunError> {
+    use sparsec_formats::{mtx, Binder, Csr};
+    use sparsec_ir::data::{Array, Scalar};
+    use sparsec_ir::{AxisKind, Layout, ParamKind};
+    let unknown = |name: &str| RunError::UnknownName { func: func.name.clone(), name: name.to_string() };
+    let mut binder = Binder::new(func);
+    for (buf, path) in &spec.matrices {
+        let b = func.buffer_by_name(buf).ok_or_else(|| unknown(buf))?;
+        let m: Csr<i64, f64> = mtx::read_mtx_path(path)?;
+        let axes = match &func.buffers[b].layout {
+            Layout::Sparse(a) => a.clone(),
+            Layout::Dense(_) => vec![],
+        };
+        let sparse_fixed = axes.get(1).is_some_and(|&a| func.axes[a].kind == AxisKind::SparseFixed);
+        match (axes.len(), sparse_fixed) {
+            (4, false) => binder.bsr(buf, &m.to_bsr(spec.block)?)?,
+            (_, true) => {
+                let k = m.row_lengths().into_iter().max().unwrap_or(0).max(1);
+                binder.ell(buf, &m.to_ell(k)?)?
+            }
+            (2, false) if func.axes[axes[1]].kind == AxisKind::DenseVariable => {
+                binder.dense_variable(buf, m.indptr(), m.values())?
+            }
+            _ => binder.csr(buf, &m)?,
+        };
+    }
+    let mut args = binder.finish();
+    for (name, path) in &spec.inputs {
+        let p = param_of(func, name).ok_or_else(|| unknown(name))?;
+        args.array(func.params[p].name.clone(), crate::npy::read(path)?);
+    }
+    for (name, v) in &spec.scalars {
+        func.param_index(name).ok_or_else(|| unknown(name))?;
+        args.int(name.clone(), *v);
+    }
+    for p in &func.params {
+        if let ParamKind::Scalar(_) = p.kind {
+            if !args.scalars.contains_key(&p.name) {
+                match spec.feat {
+                    Some(f) if p.name.contains("feat") => {
+                        args.scalars.insert(p.name.clone(), Scalar::Int(f));
+                    }
+                    _ => return Err(RunError::UnboundScalar(p.name.clone())),
+                }
+            }
+        }
+    }
+    // Remaining handles: outputs start at zero, inputs are drawn from the seed.
+    let written = written_buffers(func);
+    let mut rng = spec.seed ^ 0x9e37_79b9_7f4a_7c15;
+    for (h, b) in func.buffers.iter() {
+        let sparsec_ir::Storage::Param(p) = b.storage else { continue };
+        let name = func.params[p].name.clone();
+        if args.arrays.contains_key(&name) {
+            continue;
+        }
+        let len = sparsec_interp::buffer_len(func, h, &args)?;
+        let array = if written.contains(&h) {
+            Array::zeros(b.dtype, len)
+        } else if b.dtype.is_float() {
+            let v = (0..len).map(|_| uniform(&mut rng)).collect();
+            match b.dtype {
+                sparsec_ir::DType::F64 => Array::F64((0..len).map(|_| uniform(&mut rng) as f64).collect()),
+                _ => Array::F32(v),
+            }
+        } else {
+            return Err(RunError::IntegerInput(name));
+        };
+        args.array(name, array);
+    }
+    Ok(args)
+}
+
+/// Uniform in [-1, 1) from a splitmix64 state.
+fn uniform(state: &mut u64) -> f32 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+}

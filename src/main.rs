@@ -1,0 +1,135 @@
+//! The `sparsec` command line: check, format, lower and run `.sptir` programs.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sparsec::driver::{self, DriverError};
+use sparsec::ir::{text, Stage};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "sparsec", version, about = "A compiler for sparse tensor programs in the style of SparseTIR")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Parse and verify a .sptir file.
+    Check {
+        /// The .sptir file.
+        file: PathBuf,
+    },
+    /// Print a .sptir file in canonical form.
+    Fmt {
+        /// The .sptir file.
+        file: PathBuf,
+    },
+    /// Lower a program and print the IR at each stage.
+    Lower {
+        /// The .sptir file.
+        file: PathBuf,
+        /// Which stage to print: 1, 2, 3 or all.
+        #[arg(long, default_value = "all")]
+        stage: StageArg,
+        /// Output form.
+        #[arg(long, value_enum, default_value = "sptir")]
+        emit: Emit,
+        /// Function to lower (default: every function).
+        #[arg(long)]
+        func: Option<String>,
+    },
+    /// Run a function on concrete data with the reference interpreter.
+    Run(run::RunArgs),
+}
+
+/// `--stage` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StageArg {
+    #[value(name = "1")]
+    One,
+    #[value(name = "2")]
+    Two,
+    #[value(name = "3")]
+    Three,
+    #[value(name = "all")]
+    All,
+}
+
+impl StageArg {
+    fn stages(self) -> Vec<Stage> {
+        match self {
+            StageArg::One => vec![Stage::I],
+            StageArg::Two => vec![Stage::II],
+            StageArg::Three => vec![Stage::III],
+            StageArg::All => vec![Stage::I, Stage::II, Stage::III],
+        }
+    }
+}
+
+/// `--emit` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Emit {
+    /// The .sptir text of the IR.
+    Sptir,
+}
+
+mod run;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = String::new();
+    let result = dispatch(cli, &mut out);
+    // A closed pipe (`sparsec lower f | head`) is not an error.
+    let written = std::io::stdout().lock().write_all(out.as_bytes());
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.cmd {
+        Cmd::Check { file } => {
+            let loaded = driver::load(&file)?;
+            writeln!(out, "{}: ok ({} function(s))", loaded.name, loaded.module.funcs.len())?;
+        }
+        Cmd::Fmt { file } => {
+            let loaded = driver::load(&file)?;
+            out.push_str(&text::print_module(&loaded.module));
+        }
+        Cmd::Lower { file, stage, emit: Emit::Sptir, func } => {
+            let loaded = driver::load(&file)?;
+            let funcs: Vec<_> = match &func {
+                Some(_) => vec![loaded.func(func.as_deref())?],
+                None => loaded.module.funcs.iter().collect(),
+            };
+            for f in funcs {
+                let lowered = driver::lower_all(f)?;
+                let wanted = stage.stages();
+                for g in lowered.iter().filter(|g| wanted.contains(&g.stage)) {
+                    if stage == StageArg::All {
+                        writeln!(out, "# ===== Stage {}: {} =====", g.stage, g.name)?;
+                    }
+                    out.push_str(&text::print_func(g));
+                }
+                if let Some(missing) = wanted.iter().find(|s| !lowered.iter().any(|g| g.stage == **s)) {
+                    return Err(DriverError::CannotRaise { func: f.name.clone(), at: f.stage, want: *missing }.into());
+                }
+            }
+        }
+        Cmd::Run(args) => run::run(args, out)?,
+    }
+    Ok(())
+}

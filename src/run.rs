@@ -1,0 +1,131 @@
+//! `sparsec run`: bind data, run the interpreter at a stage, write outputs, print checksums.
+
+use crate::StageArg;
+use clap::ValueEnum;
+use sparsec::driver::{self, RunSpec};
+use sparsec::ir::data::Array;
+use sparsec::ir::{Layout, Stage};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Arguments of `sparsec run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The .sptir file.
+    file: PathBuf,
+    /// Function to run (default: the only one).
+    #[arg(long)]
+    func: Option<String>,
+    /// Binds a Matrix Market file to a sparse buffer: `A=path.mtx` (repeatable).
+    #[arg(long = "matrix", value_name = "BUFFER=PATH", value_parser = parse_pair::<PathBuf>)]
+    matrices: Vec<(String, PathBuf)>,
+    /// Reads a dense input from a .npy file: `B=path.npy` (repeatable).
+    #[arg(long = "input", value_name = "NAME=PATH", value_parser = parse_pair::<PathBuf>)]
+    inputs: Vec<(String, PathBuf)>,
+    /// Sets a scalar parameter: `feat_size=32` (repeatable).
+    #[arg(long = "scalar", value_name = "NAME=VALUE", value_parser = parse_pair::<i64>)]
+    scalars: Vec<(String, i64)>,
+    /// Feature size: sets every unbound scalar whose name contains `feat`.
+    #[arg(long)]
+    feat: Option<i64>,
+    /// Block size for matrices bound to BSR buffers.
+    #[arg(long, default_value_t = 4)]
+    block: usize,
+    /// Seed for the inputs that no file gives.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Folder for the outputs, one `<buffer>.npy` each.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Lower to this stage before running.
+    #[arg(long, default_value = "1")]
+    stage: StageArg,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "interp")]
+    backend: Backend,
+}
+
+/// `--backend` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// The reference interpreter.
+    Interp,
+}
+
+fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
+where
+    T::Err: std::fmt::Display,
+{
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, found `{s}`"))?;
+    let v = v.parse::<T>().map_err(|e| format!("`{v}`: {e}"))?;
+    Ok((k.to_string(), v))
+}
+
+/// Runs the command, appending what it prints to `out`.
+pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    let loaded = driver::load(&a.file)?;
+    let func = loaded.func(a.func.as_deref())?;
+    let stage = match a.stage {
+        StageArg::One | StageArg::All => Stage::I,
+        StageArg::Two => Stage::II,
+        StageArg::Three => Stage::III,
+    };
+    let spec = RunSpec {
+        matrices: a.matrices,
+        inputs: a.inputs,
+        scalars: a.scalars,
+        feat: a.feat,
+        block: a.block,
+        seed: a.seed,
+    };
+    let args = driver::bind_run(func, &spec)?;
+    let lowered = driver::lower(func, stage)?;
+    let Backend::Interp = a.backend;
+    let start = Instant::now();
+    let out = sparsec::interp::run(&lowered, &args)?;
+    let elapsed = start.elapsed();
+    if let Some(dir) = &a.output {
+        std::fs::create_dir_all(dir)?;
+    }
+    for b in driver::written_buffers(func) {
+        let buf = &func.buffers[b];
+        let sparsec::ir::Storage::Param(p) = buf.storage else { continue };
+        let Some(array) = out.arrays.get(&func.params[p].name) else { continue };
+        let (sum, norm) = checksum(array);
+        writeln!(out_text, "{:<12} {:>10} elements  sum {:+.6e}  l2 {:.6e}", buf.name, array.len(), sum, norm)?;
+        if let Some(dir) = &a.output {
+            let shape = dense_shape(func, b, &out).unwrap_or_else(|| vec![array.len() as u64]);
+            sparsec::npy::write(&dir.join(format!("{}.npy", buf.name)), array, &shape)?;
+        }
+    }
+    let backend = a.backend.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string());
+    writeln!(out_text, "stage {} on {backend}: {:.3} ms", lowered.stage, elapsed.as_secs_f64() * 1e3)?;
+    Ok(())
+}
+
+fn checksum(a: &Array) -> (f64, f64) {
+    let v = a.to_f64_vec();
+    (v.iter().sum(), v.iter().map(|x| x * x).sum::<f64>().sqrt())
+}
+
+/// The shape of a buffer over dense-fixed axes only, from the scalar arguments.
+fn dense_shape(func: &sparsec::ir::Func, b: sparsec::ir::BufferId, out: &sparsec::ir::data::Args) -> Option<Vec<u64>> {
+    let Layout::Sparse(axes) = &func.buffers[b].layout else { return None };
+    axes.iter()
+        .map(|&a| {
+            let axis = &func.axes[a];
+            if axis.kind != sparsec::ir::AxisKind::DenseFixed {
+                return None;
+            }
+            match &axis.length {
+                sparsec::ir::Expr::Int(v, _) => Some(*v as u64),
+                sparsec::ir::Expr::Var(v) => match out.scalars.get(&func.vars[*v].name)? {
+                    sparsec::ir::data::Scalar::Int(x) => Some(*x as u64),
+                    _ => None,
+                },
+                _ => None,
+            }
+        })
+        .collect()
+}
