@@ -1,0 +1,3 @@
+//! # sparsec-schedule
+//!
+//! Schedules for sparsec programs (work in progress).
