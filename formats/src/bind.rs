@@ -328,7 +328,8 @@ impl<'f> Binder<'f> {
                     }
                 }
                 match self.args.scalars.get(&p.name) {
-                    Some(Scalar::Int(x)) if *x == value => Ok(()),
+                    // An upper bound already bound to a large enough value is fine.
+                    Some(Scalar::Int(x)) if *x == value || (!exact && *x >= value) => Ok(()),
                     Some(other) => Err(BindError::ScalarConflict {
                         name: p.name.clone(),
                         existing: format!("{other:?}"),
@@ -480,8 +481,8 @@ impl<'f> Binder<'f> {
         }
         let nnz = indptr.last().map_or(0, |x| x.ix());
         let exact = ax.kind == AxisKind::SparseVariable;
-        self.bind_field(j, "length", Some(&ax.length), length, exact)?;
         self.bind_field(j, "nnz", ax.nnz.as_ref(), nnz, true)?;
+        self.bind_field(j, "length", Some(&ax.length), length, exact)?;
         self.put_index(j, "indptr", indptr)?;
         if ax.kind == AxisKind::SparseVariable {
             if ax.sorted && !sorted {

@@ -27,6 +27,8 @@ pub(crate) struct AxisInfo {
     pub(crate) indices: Option<ParamId>,
     pub(crate) idtype: DType,
     pub(crate) sorted: bool,
+    /// Declared total of stored positions of a variable axis.
+    pub(crate) nnz: Option<i64>,
 }
 
 /// A buffer's layout with its sizes evaluated.
@@ -166,6 +168,10 @@ impl<'f> Machine<'f> {
             }
             AxisKind::DenseVariable | AxisKind::SparseVariable => 0,
         };
+        let nnz = match (axis.kind.is_variable(), &axis.nnz) {
+            (true, Some(e)) => Some(self.eval_size(e, span, || format!("nnz of axis `{}`", axis.name))?),
+            _ => None,
+        };
         let parent = match (axis.kind, axis.parent) {
             (AxisKind::DenseFixed, _) => None,
             (_, Some(p)) if self.func.axes.contains(p) => Some(p),
@@ -191,6 +197,7 @@ impl<'f> Machine<'f> {
             indices,
             idtype: axis.idtype,
             sorted: axis.sorted,
+            nnz,
         })
     }
 
@@ -337,6 +344,27 @@ impl<'f> Machine<'f> {
 
     // ---- storage -----------------------------------------------------------------------
 
+    /// Number of flat positions of the chain ending at `axis` (1 for no axis).
+    fn flat_size(&self, axis: Option<AxisId>, span: Span) -> Result<i64> {
+        let mut chain = Vec::new();
+        let mut cur = axis;
+        while let Some(a) = cur {
+            chain.push(a);
+            cur = self.axes[a.index()].parent;
+        }
+        let mut size = 1i64;
+        for &a in chain.iter().rev() {
+            let ax = &self.axes[a.index()];
+            size = if ax.kind.is_variable() {
+                self.indptr_at(a, size, span)?
+            } else {
+                size.checked_mul(ax.row_extent)
+                    .ok_or_else(|| InterpError::BadSize { message: "flat size overflows".into(), span })?
+            };
+        }
+        Ok(size)
+    }
+
     /// Storage length of a buffer: the layout walk with "one past the end" positions, plus
     /// the extra storage.
     pub(crate) fn storage_len(&self, b: BufferId, span: Span) -> Result<usize> {
@@ -386,12 +414,24 @@ impl<'f> Machine<'f> {
         Ok(filled(buf.dtype, len, self.bufs[b.index()].default))
     }
 
-    /// Checks that every array the function binds is present, well typed and long enough.
+    /// Checks that every array the function binds is present, well typed and long enough,
+    /// and that every variable axis stores as many positions as its declared `nnz`.
     pub(crate) fn check_arrays(&self) -> Result<()> {
         for (a, axis) in self.func.axes.iter() {
             let info = &self.axes[a.index()];
             for p in [info.indptr, info.indices].into_iter().flatten() {
                 self.index_array(p, axis.span)?;
+            }
+            if let Some(declared) = info.nnz {
+                let rows = self.flat_size(info.parent, axis.span)?;
+                let stored = self.indptr_at(a, rows, axis.span)?;
+                if stored != declared {
+                    let message = format!(
+                        "axis `{}` declares nnz = {declared} but its indptr ends at {stored}",
+                        axis.name
+                    );
+                    return Err(InterpError::Invalid { message, span: axis.span }.into());
+                }
             }
         }
         for (b, buf) in self.func.buffers.iter() {

@@ -186,9 +186,17 @@ fn malformed_indptr() {
     let err = run(&parse(&src), &args).unwrap_err();
     assert!(matches!(err, InterpError::AxisArrayOutOfBounds { ref param, index: 3, len: 3, .. } if param == "indptr"), "{err}");
 
-    // A row pointing past the end of `indices`.
+    // indptr disagreeing with the declared nnz.
     let mut args = csr_args();
     args.array("indptr", Array::I32(vec![0, 2, 2, 5])).array("a", Array::F32(vec![0.0; 5]));
+    let err = run(&parse(&src), &args).unwrap_err();
+    assert!(
+        matches!(err, InterpError::Invalid { ref message, .. } if message.contains("declares nnz = 3 but its indptr ends at 5")),
+        "{err}"
+    );
+
+    // A row pointing past the end of `indices`.
+    args.int("nnz", 5);
     let err = run(&parse(&src), &args).unwrap_err();
     assert!(matches!(err, InterpError::AxisArrayOutOfBounds { role: "indices", index: 3, .. }), "{err}");
 }

@@ -1,0 +1,374 @@
+//! The [`Schedule`]: the function being scheduled, its trace, and the reference table.
+
+use crate::error::ScheduleError;
+use crate::trace::{Instruction, Trace, TraceArg};
+use crate::tree::{self, Path};
+use sparsec_ir::func::{Attrs, Func, StmtKind, VarId};
+use sparsec_ir::verify::verify_func;
+use sparsec_ir::{AttrValue, Stage};
+
+type Result<T> = std::result::Result<T, ScheduleError>;
+
+macro_rules! rv_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub(crate) u32);
+
+        impl $name {
+            /// The reference's id, as recorded in traces.
+            pub fn id(self) -> u32 {
+                self.0
+            }
+        }
+    };
+}
+
+rv_type!(
+    /// A reference to a sparse iteration (Stage I), found by name.
+    SpIterRv
+);
+rv_type!(
+    /// A reference to one iterator of a sparse iteration (Stage I).
+    IterRv
+);
+rv_type!(
+    /// A reference to a block (Stage II/III), found by name.
+    BlockRv
+);
+rv_type!(
+    /// A reference to a `for` loop (Stage II/III), found by its loop variable.
+    LoopRv
+);
+
+/// What an annotation is attached to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnnotTarget {
+    /// A sparse iteration.
+    SpIter(SpIterRv),
+    /// A block.
+    Block(BlockRv),
+    /// A loop.
+    Loop(LoopRv),
+}
+
+impl AnnotTarget {
+    fn id(self) -> u32 {
+        match self {
+            AnnotTarget::SpIter(r) => r.0,
+            AnnotTarget::Block(r) => r.0,
+            AnnotTarget::Loop(r) => r.0,
+        }
+    }
+}
+
+impl From<SpIterRv> for AnnotTarget {
+    fn from(r: SpIterRv) -> Self {
+        AnnotTarget::SpIter(r)
+    }
+}
+impl From<BlockRv> for AnnotTarget {
+    fn from(r: BlockRv) -> Self {
+        AnnotTarget::Block(r)
+    }
+}
+impl From<LoopRv> for AnnotTarget {
+    fn from(r: LoopRv) -> Self {
+        AnnotTarget::Loop(r)
+    }
+}
+
+/// What a reference id points to. Targets are looked up afresh on every use.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Target {
+    /// A sparse iteration, by name.
+    SpIter(String),
+    /// An iterator: sparse iteration name and variable name.
+    Iter { sp_iter: String, var: String },
+    /// A block, by name.
+    Block(String),
+    /// A loop, by loop variable.
+    Loop(VarId),
+}
+
+impl Target {
+    fn kind(&self) -> &'static str {
+        match self {
+            Target::SpIter(_) => "sparse iteration",
+            Target::Iter { .. } => "iterator",
+            Target::Block(_) => "block",
+            Target::Loop(_) => "loop",
+        }
+    }
+}
+
+/// A function being scheduled.
+///
+/// Every primitive works on a copy of the function and only installs it when the primitive
+/// succeeded and the result verifies, so a failed primitive leaves the function (and the
+/// trace) unchanged. Each successful call is appended to the [`Trace`].
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pub(crate) func: Func,
+    pub(crate) trace: Trace,
+    pub(crate) rvs: Vec<Target>,
+}
+
+impl Schedule {
+    /// Starts scheduling `func`, which must verify.
+    pub fn new(func: Func) -> Result<Schedule> {
+        verify_func(&func).map_err(ScheduleError::InvalidInput)?;
+        Ok(Schedule { func, trace: Trace::default(), rvs: Vec::new() })
+    }
+
+    /// The function as scheduled so far.
+    pub fn func(&self) -> &Func {
+        &self.func
+    }
+
+    /// Gives up the schedule and returns the function.
+    pub fn into_func(self) -> Func {
+        self.func
+    }
+
+    /// The successful primitives applied so far.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// The function printed as `.sptir` text.
+    pub fn text(&self) -> String {
+        sparsec_ir::text::print_func(&self.func)
+    }
+
+    // ---- bookkeeping -----------------------------------------------------------------------
+
+    /// Verifies `g` and installs it.
+    pub(crate) fn commit(&mut self, primitive: &'static str, g: Func) -> Result<()> {
+        verify_func(&g).map_err(|errors| ScheduleError::InvalidOutput { primitive, errors })?;
+        self.func = g;
+        Ok(())
+    }
+
+    /// Appends an instruction to the trace.
+    pub(crate) fn record(&mut self, name: &str, inputs: Vec<TraceArg>, outputs: Vec<u32>) {
+        self.trace.insts.push(Instruction { name: name.to_string(), inputs, outputs });
+    }
+
+    /// A new reference id for `t`.
+    pub(crate) fn new_rv(&mut self, t: Target) -> u32 {
+        self.rvs.push(t);
+        (self.rvs.len() - 1) as u32
+    }
+
+    /// The target of reference `rv`, checking its kind.
+    pub(crate) fn target(&self, rv: u32, expected: &'static str) -> Result<&Target> {
+        let t = self.rvs.get(rv as usize).ok_or(ScheduleError::StaleRef { rv, what: "an unknown reference".into() })?;
+        if t.kind() != expected {
+            return Err(ScheduleError::WrongRefKind { rv, expected });
+        }
+        Ok(t)
+    }
+
+    /// Fails unless the function is at Stage I.
+    pub(crate) fn need_stage_i(&self, primitive: &'static str) -> Result<()> {
+        if self.func.stage == Stage::I {
+            Ok(())
+        } else {
+            Err(ScheduleError::WrongStage { primitive, stage: self.func.stage })
+        }
+    }
+
+    /// Fails unless the function is at Stage II or III.
+    pub(crate) fn need_loop_stage(&self, primitive: &'static str) -> Result<()> {
+        if self.func.stage == Stage::I {
+            Err(ScheduleError::WrongStage { primitive, stage: Stage::I })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Paths of the sparse iterations called `name` in `f`.
+    pub(crate) fn sp_iter_paths(f: &Func, name: &str) -> Vec<Path> {
+        tree::find_all(&f.body, &|s| matches!(&s.kind, StmtKind::SpIter(it) if it.name == name))
+    }
+
+    /// Paths of the blocks called `name` in `f`.
+    pub(crate) fn block_paths(f: &Func, name: &str) -> Vec<Path> {
+        tree::find_all(&f.body, &|s| matches!(&s.kind, StmtKind::Block(b) if b.name == name))
+    }
+
+    /// Path of the sparse iteration `rv` points to.
+    pub(crate) fn sp_iter_path(&self, f: &Func, rv: u32) -> Result<Path> {
+        let Target::SpIter(name) = self.target(rv, "sparse iteration")? else { return Err(wrong_kind(rv)) };
+        let paths = Self::sp_iter_paths(f, name);
+        match paths.len() {
+            1 => Ok(paths.into_iter().next().unwrap_or_default()),
+            0 => Err(ScheduleError::StaleRef { rv, what: format!("sparse iteration `{name}`") }),
+            _ => Err(ScheduleError::AmbiguousName { what: "sparse iteration", name: name.clone() }),
+        }
+    }
+
+    /// Path of the block `rv` points to.
+    pub(crate) fn block_path(&self, f: &Func, rv: u32) -> Result<Path> {
+        let Target::Block(name) = self.target(rv, "block")? else { return Err(wrong_kind(rv)) };
+        let paths = Self::block_paths(f, name);
+        match paths.len() {
+            1 => Ok(paths.into_iter().next().unwrap_or_default()),
+            0 => Err(ScheduleError::StaleRef { rv, what: format!("block `{name}`") }),
+            _ => Err(ScheduleError::AmbiguousName { what: "block", name: name.clone() }),
+        }
+    }
+
+    /// Path of the loop `rv` points to, and its variable.
+    pub(crate) fn loop_path(&self, f: &Func, rv: u32) -> Result<(Path, VarId)> {
+        let Target::Loop(v) = self.target(rv, "loop")? else { return Err(wrong_kind(rv)) };
+        let v = *v;
+        let paths = tree::find_all(&f.body, &|s| tree::is_loop_over(s, v));
+        match paths.into_iter().next() {
+            Some(p) => Ok((p, v)),
+            None => {
+                let name = f.vars.try_get(v).map_or_else(|| format!("#{}", v.index()), |x| x.name.clone());
+                Err(ScheduleError::StaleRef { rv, what: format!("loop `{name}`") })
+            }
+        }
+    }
+
+    /// Name of a variable of the current function.
+    pub(crate) fn var_name(f: &Func, v: VarId) -> String {
+        f.vars.try_get(v).map_or_else(|| format!("#{}", v.index()), |x| x.name.clone())
+    }
+
+    // ---- getters ---------------------------------------------------------------------------
+
+    /// The sparse iteration called `name` (Stage I).
+    pub fn get_sparse_iteration(&mut self, name: &str) -> Result<SpIterRv> {
+        self.need_stage_i("get_sparse_iteration")?;
+        match Self::sp_iter_paths(&self.func, name).len() {
+            0 => return Err(ScheduleError::UnknownSpIter { name: name.to_string() }),
+            1 => {}
+            _ => return Err(ScheduleError::AmbiguousName { what: "sparse iteration", name: name.to_string() }),
+        }
+        let rv = self.new_rv(Target::SpIter(name.to_string()));
+        self.record("get_sparse_iteration", vec![TraceArg::Str(name.to_string())], vec![rv]);
+        Ok(SpIterRv(rv))
+    }
+
+    /// The iterators of a sparse iteration, in their current order.
+    pub fn get_sp_iters(&mut self, sp: SpIterRv) -> Result<Vec<IterRv>> {
+        self.need_stage_i("get_sp_iters")?;
+        let path = self.sp_iter_path(&self.func, sp.0)?;
+        let Some(StmtKind::SpIter(it)) = tree::get(&self.func.body, &path).map(|s| &s.kind) else {
+            return Err(stale(sp.0, "sparse iteration"));
+        };
+        let name = it.name.clone();
+        let vars: Vec<String> = it.vars.iter().map(|v| Self::var_name(&self.func, *v)).collect();
+        let outs: Vec<u32> =
+            vars.into_iter().map(|var| self.new_rv(Target::Iter { sp_iter: name.clone(), var })).collect();
+        self.record("get_sp_iters", vec![TraceArg::Rv(sp.0)], outs.clone());
+        Ok(outs.into_iter().map(IterRv).collect())
+    }
+
+    /// The block called `name` (Stage II/III).
+    pub fn get_block(&mut self, name: &str) -> Result<BlockRv> {
+        self.need_loop_stage("get_block")?;
+        match Self::block_paths(&self.func, name).len() {
+            0 => return Err(ScheduleError::UnknownBlock { name: name.to_string() }),
+            1 => {}
+            _ => return Err(ScheduleError::AmbiguousName { what: "block", name: name.to_string() }),
+        }
+        let rv = self.new_rv(Target::Block(name.to_string()));
+        self.record("get_block", vec![TraceArg::Str(name.to_string())], vec![rv]);
+        Ok(BlockRv(rv))
+    }
+
+    /// The loops around a block, outermost first, up to the enclosing block.
+    pub fn get_loops(&mut self, block: BlockRv) -> Result<Vec<LoopRv>> {
+        self.need_loop_stage("get_loops")?;
+        let path = self.block_path(&self.func, block.0)?;
+        let mut vars = Vec::new();
+        for s in tree::ancestors(&self.func.body, &path).into_iter().rev() {
+            match &s.kind {
+                StmtKind::Block(_) => break,
+                StmtKind::For(l) => vars.push(l.var),
+                _ => {}
+            }
+        }
+        vars.reverse();
+        let outs: Vec<u32> = vars.into_iter().map(|v| self.new_rv(Target::Loop(v))).collect();
+        self.record("get_loops", vec![TraceArg::Rv(block.0)], outs.clone());
+        Ok(outs.into_iter().map(LoopRv).collect())
+    }
+
+    // ---- annotations -----------------------------------------------------------------------
+
+    /// Sets annotation `key` of a sparse iteration, block or loop (replacing an earlier value).
+    pub fn annotate(&mut self, target: impl Into<AnnotTarget>, key: &str, value: AttrValue) -> Result<()> {
+        self.annotate_id(target.into().id(), key, value)
+    }
+
+    /// Removes annotation `key` of a sparse iteration, block or loop.
+    pub fn unannotate(&mut self, target: impl Into<AnnotTarget>, key: &str) -> Result<()> {
+        self.unannotate_id(target.into().id(), key)
+    }
+
+    pub(crate) fn annotate_id(&mut self, rv: u32, key: &str, value: AttrValue) -> Result<()> {
+        if key.is_empty() {
+            return Err(ScheduleError::InvalidKey { key: key.to_string() });
+        }
+        if let AttrValue::Float(x) = value {
+            if !x.is_finite() {
+                return Err(ScheduleError::InvalidValue { value: x.to_string() });
+            }
+        }
+        let mut g = self.func.clone();
+        let (attrs, _) = self.attrs_mut(&mut g, rv)?;
+        attrs.insert(key.to_string(), value.clone());
+        self.commit("annotate", g)?;
+        self.record("annotate", vec![TraceArg::Rv(rv), TraceArg::Str(key.to_string()), TraceArg::Value(value)], vec![]);
+        Ok(())
+    }
+
+    pub(crate) fn unannotate_id(&mut self, rv: u32, key: &str) -> Result<()> {
+        let mut g = self.func.clone();
+        let (attrs, what) = self.attrs_mut(&mut g, rv)?;
+        if attrs.shift_remove(key).is_none() {
+            return Err(ScheduleError::NoSuchAnnotation { target: what, key: key.to_string() });
+        }
+        self.commit("unannotate", g)?;
+        self.record("unannotate", vec![TraceArg::Rv(rv), TraceArg::Str(key.to_string())], vec![]);
+        Ok(())
+    }
+
+    /// The attributes of the object `rv` points to in `g`, and its name.
+    fn attrs_mut<'g>(&self, g: &'g mut Func, rv: u32) -> Result<(&'g mut Attrs, String)> {
+        let kind = self.rvs.get(rv as usize).map(Target::kind).unwrap_or("loop");
+        let (path, what) = match kind {
+            "sparse iteration" => (self.sp_iter_path(g, rv)?, "sparse iteration"),
+            "block" => (self.block_path(g, rv)?, "block"),
+            "iterator" => return Err(ScheduleError::WrongRefKind { rv, expected: "sparse iteration, block or loop" }),
+            _ => (self.loop_path(g, rv)?.0, "loop"),
+        };
+        let names: Vec<String> = g.vars.iter().map(|(_, v)| v.name.clone()).collect();
+        let s = tree::get_mut(&mut g.body, &path).ok_or_else(|| stale(rv, what))?;
+        match &mut s.kind {
+            StmtKind::SpIter(it) => Ok((&mut it.attrs, it.name.clone())),
+            StmtKind::Block(b) => Ok((&mut b.attrs, b.name.clone())),
+            StmtKind::For(l) => {
+                let n = names.get(l.var.index()).cloned().unwrap_or_default();
+                Ok((&mut l.attrs, n))
+            }
+            _ => Err(stale(rv, what)),
+        }
+    }
+}
+
+/// A stale-reference error without a precise name.
+pub(crate) fn stale(rv: u32, what: &str) -> ScheduleError {
+    ScheduleError::StaleRef { rv, what: what.to_string() }
+}
+
+/// The error for a target of an unexpected kind (checked by [`Schedule::target`] already).
+fn wrong_kind(rv: u32) -> ScheduleError {
+    ScheduleError::WrongRefKind { rv, expected: "matching" }
+}

@@ -1,0 +1,120 @@
+//! Navigation in a function body: statement paths, lookups, substitution and fresh names.
+
+use sparsec_ir::expr::Expr;
+use sparsec_ir::func::{Func, Stmt, StmtKind, VarId};
+use sparsec_passes::simplify::{child_lists_mut, map_stmt_exprs, simplify_expr};
+use std::collections::{HashMap, HashSet};
+
+/// Position of a statement: for each level, (index of the child list, index in it). The
+/// first step's list index is always 0 (the function body).
+pub(crate) type Path = Vec<(usize, usize)>;
+
+/// Paths of every statement matching `pred`, in pre-order.
+pub(crate) fn find_all(body: &[Stmt], pred: &impl Fn(&Stmt) -> bool) -> Vec<Path> {
+    fn rec(stmts: &[Stmt], list: usize, pred: &impl Fn(&Stmt) -> bool, prefix: &mut Path, out: &mut Vec<Path>) {
+        for (i, s) in stmts.iter().enumerate() {
+            prefix.push((list, i));
+            if pred(s) {
+                out.push(prefix.clone());
+            }
+            for (l, child) in s.kind.child_lists().into_iter().enumerate() {
+                rec(child, l, pred, prefix, out);
+            }
+            prefix.pop();
+        }
+    }
+    let mut out = Vec::new();
+    rec(body, 0, pred, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The statement at `path`.
+pub(crate) fn get<'a>(body: &'a [Stmt], path: &[(usize, usize)]) -> Option<&'a Stmt> {
+    let (&(_, i0), rest) = path.split_first()?;
+    let mut s = body.get(i0)?;
+    for &(l, i) in rest {
+        s = s.kind.child_lists().into_iter().nth(l)?.get(i)?;
+    }
+    Some(s)
+}
+
+/// The statement at `path`, mutably.
+pub(crate) fn get_mut<'a>(body: &'a mut [Stmt], path: &[(usize, usize)]) -> Option<&'a mut Stmt> {
+    let (&(_, i0), rest) = path.split_first()?;
+    let mut s = body.get_mut(i0)?;
+    for &(l, i) in rest {
+        s = child_lists_mut(&mut s.kind).into_iter().nth(l)?.get_mut(i)?;
+    }
+    Some(s)
+}
+
+/// The statements enclosing `path`, outermost first (not including the statement itself).
+pub(crate) fn ancestors<'a>(body: &'a [Stmt], path: &[(usize, usize)]) -> Vec<&'a Stmt> {
+    (1..path.len()).filter_map(|k| get(body, &path[..k])).collect()
+}
+
+/// Replaces variables by expressions in every expression of `stmts`, recursively;
+/// expressions that changed are simplified.
+pub(crate) fn subst_stmts(stmts: &mut [Stmt], map: &HashMap<VarId, Expr>) {
+    for s in stmts {
+        map_stmt_exprs(&mut s.kind, &mut |e| subst_expr(e, map));
+        for child in child_lists_mut(&mut s.kind) {
+            subst_stmts(child, map);
+        }
+    }
+}
+
+/// Replaces variables by expressions in one expression, simplifying it when it changed.
+pub(crate) fn subst_expr(e: Expr, map: &HashMap<VarId, Expr>) -> Expr {
+    if !map.keys().any(|v| e.uses_var(*v)) {
+        return e;
+    }
+    let e = e.map(&mut |x| match x {
+        Expr::Var(v) => map.get(&v).cloned().unwrap_or(Expr::Var(v)),
+        other => other,
+    });
+    simplify_expr(e)
+}
+
+/// Whether any expression in `stmts` (recursively) uses `v`.
+pub(crate) fn stmts_use_var(stmts: &[Stmt], v: VarId) -> bool {
+    let mut found = false;
+    sparsec_ir::walk_stmts(stmts, &mut |s| {
+        found |= s.kind.exprs().iter().any(|e| e.uses_var(v));
+    });
+    found
+}
+
+/// Fresh variable names: distinct from every variable, axis, buffer and parameter name of
+/// the function, and from each other. Names unique function-wide can never shadow.
+pub(crate) struct Fresh {
+    taken: HashSet<String>,
+}
+
+impl Fresh {
+    /// A name source for `f`.
+    pub(crate) fn for_func(f: &Func) -> Fresh {
+        let mut taken: HashSet<String> = f.vars.iter().map(|(_, v)| v.name.clone()).collect();
+        taken.extend(f.axes.iter().map(|(_, a)| a.name.clone()));
+        taken.extend(f.buffers.iter().map(|(_, b)| b.name.clone()));
+        taken.extend(f.params.iter().map(|p| p.name.clone()));
+        Fresh { taken }
+    }
+
+    /// `base` if free, else `base_1`, `base_2`, ...
+    pub(crate) fn name(&mut self, base: &str) -> String {
+        let mut n = base.to_string();
+        let mut k = 1;
+        while self.taken.contains(&n) {
+            n = format!("{base}_{k}");
+            k += 1;
+        }
+        self.taken.insert(n.clone());
+        n
+    }
+}
+
+/// Whether a statement is the `for` loop over `v`.
+pub(crate) fn is_loop_over(s: &Stmt, v: VarId) -> bool {
+    matches!(&s.kind, StmtKind::For(l) if l.var == v)
+}

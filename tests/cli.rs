@@ -1,0 +1,159 @@
+//! The `sparsec` command line, end to end.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn sparsec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sparsec"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("sparsec runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sparsec-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn lower_prints_all_three_stages() {
+    let o = sparsec(&["lower", "examples/csrmm.sptir"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for s in ["I", "II", "III"] {
+        assert!(out.contains(&format!("# ===== Stage {s}: csrmm =====")), "{out}");
+    }
+    // The printed stages are themselves valid programs.
+    for chunk in out.split("# ===== ").skip(1) {
+        let body = chunk.split_once('\n').unwrap().1;
+        let f = sparsec::ir::text::parse_func("stage", body).unwrap_or_else(|e| panic!("{e}"));
+        sparsec::ir::verify::verify_func(&f).unwrap();
+    }
+    assert!(out.contains("C[vi * feat + vk] = C[vi * feat + vk] + A[J_indptr[vi] + vj]"), "{out}");
+}
+
+#[test]
+fn lower_one_stage() {
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--stage", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("func csrmm(") && out.contains("stage II {"), "{out}");
+    assert!(!out.contains("stage III") && !out.contains("====="), "{out}");
+}
+
+#[test]
+fn fmt_is_canonical_and_check_passes() {
+    let o = sparsec(&["fmt", "tests/workloads/sddmm.sptir"]);
+    assert!(o.status.success());
+    let dir = tmp("fmt");
+    let path = dir.join("sddmm.sptir");
+    std::fs::write(&path, stdout(&o)).unwrap();
+    let again = sparsec(&["fmt", path.to_str().unwrap()]);
+    assert_eq!(stdout(&again), stdout(&o));
+    let c = sparsec(&["check", path.to_str().unwrap()]);
+    assert!(c.status.success() && stdout(&c).contains("ok (1 function(s))"), "{}", stdout(&c));
+}
+
+#[test]
+fn bad_input_fails_with_a_location() {
+    let dir = tmp("bad");
+    let path = dir.join("bad.sptir");
+    std::fs::write(&path, "func f(a: handle) {\n  axis I = dense_fixed(q)\n}\n").unwrap();
+    let o = sparsec(&["check", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("bad.sptir:2:24: unknown variable `q`"), "{err}");
+    assert!(err.contains("^"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    std::fs::write(&path, "func f(a: handle, n: i32) {\n  axis I = dense_fixed(n)\n  sp_iter s([I], \"SR\") as [i] {\n  }\n}\n").unwrap();
+    let o = sparsec(&["check", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("bad.sptir:3:3:"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_writes_outputs_that_match_a_dense_product() {
+    let Some((_, cora)) = sparsec::formats::shared_matrices().into_iter().find(|(n, _)| n == "cora") else {
+        return; // no shared data on this machine
+    };
+    let dir = tmp("run");
+    let b_path = dir.join("b.npy");
+    // B: 2708 × 3, entries (j + k) / 1000.
+    let feat = 3usize;
+    let b: Vec<f32> = (0..2708 * feat).map(|x| ((x / feat + x % feat) % 17) as f32 / 16.0).collect();
+    sparsec::npy::write(&b_path, &sparsec::ir::data::Array::F32(b.clone()), &[2708, feat as u64]).unwrap();
+    let mut sums = Vec::new();
+    for stage in ["1", "3"] {
+        let out_dir = dir.join(format!("out{stage}"));
+        let o = sparsec(&[
+            "run",
+            "tests/workloads/csrmm.sptir",
+            "--matrix",
+            &format!("A={}", cora.display()),
+            "--input",
+            &format!("B={}", b_path.display()),
+            "--feat",
+            "3",
+            "--stage",
+            stage,
+            "--output",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains(&format!("stage {} on interp", if stage == "1" { "I" } else { "III" })), "{text}");
+        sums.push(text.lines().next().unwrap().to_string());
+        let sparsec::ir::data::Array::F32(c) = sparsec::npy::read(&out_dir.join("C.npy")).unwrap() else { panic!() };
+        let m = &common::shared_matrices().into_iter().find(|(n, _)| n == "cora").unwrap().1;
+        let dense = m.to_dense();
+        let want: Vec<f32> = (0..m.rows * feat)
+            .map(|x| {
+                let (i, k) = (x / feat, x % feat);
+                (0..m.cols).fold(0f32, |acc, j| acc + dense[i * m.cols + j] * b[j * feat + k])
+            })
+            .collect();
+        common::assert_close("csrmm C", &c, &want, 1e-5);
+    }
+    assert_eq!(sums[0], sums[1], "the checksums agree across stages");
+}
+
+#[test]
+fn run_reports_missing_scalars_and_bad_matrices() {
+    let o = sparsec(&["run", "tests/workloads/csrmm.sptir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("pass --scalar"), "{}", stderr(&o));
+
+    let dir = tmp("badmtx");
+    let p = dir.join("bad.mtx");
+    std::fs::write(&p, "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n").unwrap();
+    let o = sparsec(&["run", "tests/workloads/csrmm.sptir", "--matrix", &format!("A={}", p.display()), "--feat", "2"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("line 3") || err.contains(":3:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn run_binds_a_ragged_axis_whose_length_is_nnz() {
+    // segment_reduce declares J = dense_variable(I, nnz, nnz, indptr): the length is an upper
+    // bound that shares its scalar with nnz. A pattern matrix sums to its nnz per row.
+    let Some((_, dwt)) = sparsec::formats::shared_matrices().into_iter().find(|(n, _)| n == "dwt_992") else {
+        return;
+    };
+    let o = sparsec(&["run", "tests/workloads/segment_reduce.sptir", "--matrix", &format!("A={}", dwt.display()), "--stage", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("B                   992 elements  sum +1.674400e4"), "{}", stdout(&o));
+}
