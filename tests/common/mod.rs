@@ -27,6 +27,19 @@ pub fn output_f32(out: &Args, param: &str) -> Vec<f32> {
     }
 }
 
+/// Calls `f` with the run of workload `name` on every matrix it applies to (at least three).
+pub fn for_each_case(name: &str, mut f: impl FnMut(&str, &workloads::Case)) {
+    let mut ran = 0;
+    for (mname, m) in all_matrices() {
+        let mut rng = Rng::new(0x5eed ^ m.nnz() as u64);
+        if let Some(c) = workloads::case(name, &m, &mut rng) {
+            f(&mname, &c);
+            ran += 1;
+        }
+    }
+    assert!(ran >= 3, "{name} ran on only {ran} matrices");
+}
+
 /// Every matrix of the shared folder, then the generated ones.
 pub fn all_matrices() -> Vec<(String, Mat)> {
     let mut v = shared_matrices();
