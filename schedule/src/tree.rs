@@ -76,25 +76,49 @@ pub(crate) fn subst_expr(e: Expr, map: &HashMap<VarId, Expr>) -> Expr {
     simplify_expr(e)
 }
 
-/// Whether any expression in `stmts` (recursively) uses `v`.
-pub(crate) fn stmts_use_var(stmts: &[Stmt], v: VarId) -> bool {
-    let mut found = false;
-    sparsec_ir::walk_stmts(stmts, &mut |s| {
-        found |= s.kind.exprs().iter().any(|e| e.uses_var(v));
-    });
-    found
-}
-
-/// Fresh variable names: distinct from every variable, axis, buffer and parameter name of
-/// the function, and from each other. Names unique function-wide can never shadow.
+/// Fresh variable names for binders placed at one statement: distinct from the axis,
+/// buffer and parameter names, from every variable in scope there (bound by an enclosing
+/// statement or an earlier `let` of an enclosing list), from every variable bound inside
+/// the statement, and from each other. Names in unrelated subtrees may repeat, as they do
+/// after lowering.
 pub(crate) struct Fresh {
     taken: HashSet<String>,
 }
 
+/// Variables a statement binds for its children.
+fn binders(k: &StmtKind) -> Vec<VarId> {
+    match k {
+        StmtKind::SpIter(it) => it.vars.clone(),
+        StmtKind::For(l) => vec![l.var],
+        StmtKind::Block(b) => b.iters.iter().map(|i| i.var).collect(),
+        StmtKind::Let { var, .. } => vec![*var],
+        _ => vec![],
+    }
+}
+
 impl Fresh {
-    /// A name source for `f`.
-    pub(crate) fn for_func(f: &Func) -> Fresh {
-        let mut taken: HashSet<String> = f.vars.iter().map(|(_, v)| v.name.clone()).collect();
+    /// A name source for new binders at the statement at `path` of `f`.
+    pub(crate) fn at(f: &Func, path: &[(usize, usize)]) -> Fresh {
+        let mut vars: Vec<VarId> = Vec::new();
+        let mut list: &[Stmt] = &f.body;
+        for (k, &(_, i)) in path.iter().enumerate() {
+            let Some(s) = list.get(i) else { break };
+            for prev in &list[..i] {
+                if let StmtKind::Let { var, .. } = prev.kind {
+                    vars.push(var);
+                }
+            }
+            if k + 1 == path.len() {
+                sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| vars.extend(binders(&x.kind)));
+            } else {
+                vars.extend(binders(&s.kind));
+                match path.get(k + 1).and_then(|&(l, _)| s.kind.child_lists().into_iter().nth(l)) {
+                    Some(next) => list = next,
+                    None => break,
+                }
+            }
+        }
+        let mut taken: HashSet<String> = vars.iter().filter_map(|v| f.vars.try_get(*v)).map(|v| v.name.clone()).collect();
         taken.extend(f.axes.iter().map(|(_, a)| a.name.clone()));
         taken.extend(f.buffers.iter().map(|(_, b)| b.name.clone()));
         taken.extend(f.params.iter().map(|p| p.name.clone()));

@@ -1,0 +1,348 @@
+//! Loop primitives (Stage II/III): `split`, `fuse`, `reorder`, and the loop kinds
+//! (`bind`, `parallel`, `vectorize`, `unroll`).
+//!
+//! Loop extents are assumed non-negative, as every lowering pass produces them.
+
+use crate::error::ScheduleError;
+use crate::schedule::{stale, LoopRv, Schedule, Target};
+use crate::trace::TraceArg;
+use crate::tree::{self, Fresh, Path};
+use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::func::{Attrs, For, Func, Stmt, StmtKind, VarId};
+use sparsec_ir::{walk_stmts, ForKind, IterKind, ThreadTag};
+use sparsec_passes::build::{cast_to, int};
+use sparsec_passes::simplify::simplify_expr;
+use std::collections::HashMap;
+
+type Result<T> = std::result::Result<T, ScheduleError>;
+
+/// The loop at `path`.
+fn loop_at<'f>(g: &'f Func, path: &Path, rv: u32) -> Result<&'f For> {
+    match tree::get(&g.body, path).map(|s| &s.kind) {
+        Some(StmtKind::For(l)) => Ok(l),
+        _ => Err(stale(rv, "loop")),
+    }
+}
+
+/// `a op b` on expressions of the same dtype.
+fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+    Expr::binary(op, a, b)
+}
+
+/// A serial loop statement.
+fn for_stmt(var: VarId, min: Expr, extent: Expr, kind: ForKind, body: Vec<Stmt>, attrs: Attrs) -> Stmt {
+    Stmt::new(StmtKind::For(For { var, min, extent, kind, body, attrs }))
+}
+
+impl Schedule {
+    /// Resolves loop references: paths, variables and the loops themselves (cloned).
+    fn resolve_loops(&self, g: &Func, loops: &[LoopRv]) -> Result<Vec<(Path, For)>> {
+        let mut out: Vec<(Path, For)> = Vec::new();
+        for r in loops {
+            let (path, _) = self.loop_path(g, r.0)?;
+            let l = loop_at(g, &path, r.0)?.clone();
+            if out.iter().any(|(_, o)| o.var == l.var) {
+                return Err(ScheduleError::Duplicate { name: Self::var_name(g, l.var) });
+            }
+            out.push((path, l));
+        }
+        Ok(out)
+    }
+
+    /// Splits a loop into nested loops with the given factors (outermost first). At most
+    /// one factor may be `None`; it is inferred as `ceil(extent / product of the others)`.
+    /// When the factors do not divide the extent exactly (or the extent is symbolic) the
+    /// body is guarded by `if fused < extent`. Returns the new loops, outermost first.
+    pub fn split(&mut self, lp: LoopRv, factors: &[Option<i64>]) -> Result<Vec<LoopRv>> {
+        const P: &str = "split";
+        self.need_loop_stage(P)?;
+        let mut g = self.func.clone();
+        let (path, _) = self.loop_path(&g, lp.0)?;
+        let l = loop_at(&g, &path, lp.0)?.clone();
+        let name = Self::var_name(&g, l.var);
+        if factors.len() < 2 {
+            return Err(ScheduleError::TooFew { primitive: P, min: 2, what: "factors", got: factors.len() });
+        }
+        if let Some(&f) = factors.iter().flatten().find(|&&f| f <= 0) {
+            return Err(ScheduleError::NonPositiveFactor { factor: f });
+        }
+        let nones = factors.iter().filter(|f| f.is_none()).count();
+        if nones > 1 {
+            return Err(ScheduleError::MoreThanOneInferred { count: nones });
+        }
+        if l.kind != ForKind::Serial {
+            return Err(ScheduleError::AlreadyBound { loop_var: name, kind: l.kind.name().to_string() });
+        }
+        let d = g.vars[l.var].dtype;
+        let product = factors.iter().flatten().try_fold(1i64, |p, &f| p.checked_mul(f));
+        let extent = simplify_expr(l.extent.clone());
+        let mismatch = |product: i64| ScheduleError::FactorsMismatch {
+            loop_var: name.clone(),
+            extent: sparsec_ir::text::print_expr(&g, &l.extent),
+            product,
+        };
+        let Some(product) = product else { return Err(mismatch(i64::MAX)) };
+        // The factor to infer (if any) and whether a guard is needed.
+        let (inferred, guard) = match (nones, extent.as_int()) {
+            (0, Some(e)) if product < e => return Err(mismatch(product)),
+            (0, Some(e)) => (None, product != e),
+            (0, None) => return Err(mismatch(product)),
+            (_, Some(e)) => {
+                let e = e.max(0);
+                let f = e / product + i64::from(e % product != 0);
+                (Some(int(f, d)), f.checked_mul(product) != Some(e))
+            }
+            (_, None) if product == 1 => (Some(extent.clone()), false),
+            (_, None) => {
+                let up = bin(BinOp::Add, extent.clone(), int(product - 1, d));
+                (Some(simplify_expr(bin(BinOp::FloorDiv, up, int(product, d)))), true)
+            }
+        };
+        let extents: Vec<Expr> =
+            factors.iter().map(|f| f.map_or_else(|| inferred.clone().unwrap_or(int(1, d)), |f| int(f, d))).collect();
+        let mut fresh = Fresh::at(&g, &path);
+        let vars: Vec<VarId> =
+            (0..factors.len()).map(|k| g.add_var(fresh.name(&format!("{name}_{k}")), d)).collect();
+        // fused = ((v0 * e1 + v1) * e2 + v2) ...
+        let mut fused = Expr::Var(vars[0]);
+        for (v, e) in vars.iter().zip(&extents).skip(1) {
+            fused = bin(BinOp::Add, bin(BinOp::Mul, fused, e.clone()), Expr::Var(*v));
+        }
+        let fused = simplify_expr(fused);
+        let value = simplify_expr(bin(BinOp::Add, l.min.clone(), fused.clone()));
+        let mut body = l.body.clone();
+        tree::subst_stmts(&mut body, &HashMap::from([(l.var, value)]));
+        if guard {
+            let cond = bin(BinOp::Lt, fused, l.extent.clone());
+            body = vec![Stmt::new(StmtKind::If { cond, then_body: body, else_body: vec![] })];
+        }
+        for (k, (v, e)) in vars.iter().zip(&extents).enumerate().rev() {
+            let attrs = if k == 0 { l.attrs.clone() } else { Attrs::new() };
+            body = vec![for_stmt(*v, int(0, d), e.clone(), ForKind::Serial, body, attrs)];
+        }
+        let mut new = body.pop().ok_or_else(|| stale(lp.0, "loop"))?;
+        let slot = tree::get_mut(&mut g.body, &path).ok_or_else(|| stale(lp.0, "loop"))?;
+        new.span = slot.span;
+        *slot = new;
+        self.commit(P, g)?;
+        let outs: Vec<u32> = vars.iter().map(|v| self.new_rv(Target::Loop(*v))).collect();
+        let mut inputs = vec![TraceArg::Rv(lp.0)];
+        inputs.extend(factors.iter().map(|f| TraceArg::OptInt(*f)));
+        self.record(P, inputs, outs.clone());
+        Ok(outs.into_iter().map(LoopRv).collect())
+    }
+
+    /// Checks that `loops` (outermost first) are a perfectly nested chain: each loop is the
+    /// only statement of the previous one's body.
+    fn check_chain(g: &Func, loops: &[(Path, For)]) -> Result<()> {
+        for w in loops.windows(2) {
+            let (outer, inner) = (&w[0].1, &w[1].1);
+            let nested = matches!(outer.body.as_slice(), [s] if tree::is_loop_over(s, inner.var));
+            if !nested {
+                return Err(ScheduleError::LoopsNotNested {
+                    outer: Self::var_name(g, outer.var),
+                    inner: Self::var_name(g, inner.var),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Fuses perfectly nested loops (outermost first) into one loop whose extent is the
+    /// product of theirs. No loop's bounds may use the variable of another fused loop.
+    pub fn fuse(&mut self, loops: &[LoopRv]) -> Result<LoopRv> {
+        const P: &str = "fuse";
+        self.need_loop_stage(P)?;
+        if loops.len() < 2 {
+            return Err(ScheduleError::TooFew { primitive: P, min: 2, what: "loops", got: loops.len() });
+        }
+        let mut g = self.func.clone();
+        let ls = self.resolve_loops(&g, loops)?;
+        Self::check_chain(&g, &ls)?;
+        for (k, (_, l)) in ls.iter().enumerate() {
+            if l.kind != ForKind::Serial {
+                return Err(ScheduleError::AlreadyBound {
+                    loop_var: Self::var_name(&g, l.var),
+                    kind: l.kind.name().to_string(),
+                });
+            }
+            for (_, o) in &ls[..k] {
+                if l.min.uses_var(o.var) || l.extent.uses_var(o.var) {
+                    return Err(ScheduleError::DependentExtent {
+                        loop_var: Self::var_name(&g, l.var),
+                        depends_on: Self::var_name(&g, o.var),
+                    });
+                }
+            }
+        }
+        let outer = &ls[0].1;
+        let d = g.vars[outer.var].dtype;
+        let extents: Vec<Expr> = ls.iter().map(|(_, l)| cast_to(&g, l.extent.clone(), d)).collect();
+        let total = simplify_expr(extents[1..].iter().fold(extents[0].clone(), |a, e| bin(BinOp::Mul, a, e.clone())));
+        let name = ls.iter().map(|(_, l)| Self::var_name(&g, l.var)).collect::<Vec<_>>().join("_");
+        let v = g.add_var(Fresh::at(&g, &ls[0].0).name(&format!("{name}_fused")), d);
+        // Old variable k = min_k + (v // (e_{k+1} * ... * e_n)) % e_k (no `%` for the first).
+        let mut map = HashMap::new();
+        let n = ls.len();
+        for (k, (_, l)) in ls.iter().enumerate() {
+            let mut e = Expr::Var(v);
+            if k + 1 < n {
+                let stride = extents[k + 2..].iter().fold(extents[k + 1].clone(), |a, x| bin(BinOp::Mul, a, x.clone()));
+                e = bin(BinOp::FloorDiv, e, stride);
+            }
+            if k > 0 {
+                e = bin(BinOp::FloorMod, e, extents[k].clone());
+            }
+            let ld = g.vars[l.var].dtype;
+            let e = cast_to(&g, simplify_expr(e), ld);
+            map.insert(l.var, simplify_expr(bin(BinOp::Add, l.min.clone(), e)));
+        }
+        let mut body = ls[n - 1].1.body.clone();
+        tree::subst_stmts(&mut body, &map);
+        let mut new = for_stmt(v, int(0, d), total, ForKind::Serial, body, outer.attrs.clone());
+        let slot = tree::get_mut(&mut g.body, &ls[0].0).ok_or_else(|| stale(loops[0].0, "loop"))?;
+        new.span = slot.span;
+        *slot = new;
+        self.commit(P, g)?;
+        let out = self.new_rv(Target::Loop(v));
+        self.record(P, loops.iter().map(|r| TraceArg::Rv(r.0)).collect(), vec![out]);
+        Ok(LoopRv(out))
+    }
+
+    /// Reorders perfectly nested loops: `order` lists every loop of a contiguous perfectly
+    /// nested chain, in the new order (outermost first). A loop whose bounds use another
+    /// chain loop's variable must stay inside that loop.
+    pub fn reorder(&mut self, order: &[LoopRv]) -> Result<()> {
+        const P: &str = "reorder";
+        self.need_loop_stage(P)?;
+        if order.len() < 2 {
+            return Err(ScheduleError::TooFew { primitive: P, min: 2, what: "loops", got: order.len() });
+        }
+        let mut g = self.func.clone();
+        let given = self.resolve_loops(&g, order)?;
+        let mut nest = given.clone();
+        nest.sort_by_key(|(p, _)| p.len());
+        Self::check_chain(&g, &nest)?;
+        for (p, (_, l)) in given.iter().enumerate() {
+            if let Some((_, o)) =
+                given[p + 1..].iter().find(|(_, o)| l.min.uses_var(o.var) || l.extent.uses_var(o.var))
+            {
+                return Err(ScheduleError::DependentExtent {
+                    loop_var: Self::var_name(&g, l.var),
+                    depends_on: Self::var_name(&g, o.var),
+                });
+            }
+        }
+        let mut body = nest[nest.len() - 1].1.body.clone();
+        let mut spans = HashMap::new();
+        for (p, _) in &nest {
+            if let Some(s) = tree::get(&g.body, p) {
+                spans.insert(p.len(), s.span);
+            }
+        }
+        for (k, (_, l)) in given.iter().enumerate().rev() {
+            let mut s = for_stmt(l.var, l.min.clone(), l.extent.clone(), l.kind, body, l.attrs.clone());
+            s.span = spans.get(&nest[k].0.len()).copied().unwrap_or(s.span);
+            body = vec![s];
+        }
+        let new = body.pop().ok_or_else(|| stale(order[0].0, "loop"))?;
+        *tree::get_mut(&mut g.body, &nest[0].0).ok_or_else(|| stale(order[0].0, "loop"))? = new;
+        self.commit(P, g)?;
+        self.record(P, order.iter().map(|r| TraceArg::Rv(r.0)).collect(), vec![]);
+        Ok(())
+    }
+
+    /// Binds a serial loop to a GPU thread index. The tag must not be bound by a loop
+    /// around or inside it, and the loop must not drive a reduction iterator of a block.
+    pub fn bind(&mut self, lp: LoopRv, tag: ThreadTag) -> Result<()> {
+        self.set_kind("bind", lp, ForKind::Thread(tag), TraceArg::ThreadTag(tag.name().to_string()))
+    }
+
+    /// Marks a serial loop parallel. It must not drive a reduction iterator of a block.
+    pub fn parallel(&mut self, lp: LoopRv) -> Result<()> {
+        self.set_kind("parallel", lp, ForKind::Parallel, TraceArg::Rv(lp.0))
+    }
+
+    /// Marks a serial loop vectorized. It must contain no loop and must not drive a
+    /// reduction iterator of a block.
+    pub fn vectorize(&mut self, lp: LoopRv) -> Result<()> {
+        self.set_kind("vectorize", lp, ForKind::Vectorized, TraceArg::Rv(lp.0))
+    }
+
+    /// Marks a serial loop to be unrolled.
+    pub fn unroll(&mut self, lp: LoopRv) -> Result<()> {
+        self.set_kind("unroll", lp, ForKind::Unrolled, TraceArg::Rv(lp.0))
+    }
+
+    /// Sets the kind of a serial loop after the checks of `primitive`. `extra` is the
+    /// trace argument after the loop (the thread tag), or the loop itself when there is none.
+    fn set_kind(&mut self, primitive: &'static str, lp: LoopRv, kind: ForKind, extra: TraceArg) -> Result<()> {
+        self.need_loop_stage(primitive)?;
+        let mut g = self.func.clone();
+        let (path, _) = self.loop_path(&g, lp.0)?;
+        let l = loop_at(&g, &path, lp.0)?;
+        let name = Self::var_name(&g, l.var);
+        if l.kind != ForKind::Serial {
+            return Err(ScheduleError::AlreadyBound { loop_var: name, kind: l.kind.name().to_string() });
+        }
+        // (variable, kind) of every loop inside.
+        let mut inner_loops: Vec<(VarId, ForKind)> = Vec::new();
+        walk_stmts(&l.body, &mut |s| {
+            if let StmtKind::For(x) = &s.kind {
+                inner_loops.push((x.var, x.kind));
+            }
+        });
+        match kind {
+            ForKind::Thread(tag) => {
+                let outer = tree::ancestors(&g.body, &path).into_iter().filter_map(|s| match &s.kind {
+                    StmtKind::For(x) => Some((x.var, x.kind)),
+                    _ => None,
+                });
+                if let Some((other, _)) = outer.chain(inner_loops.iter().copied()).find(|x| x.1 == kind) {
+                    return Err(ScheduleError::ThreadTagInUse {
+                        loop_var: name,
+                        tag: tag.name().to_string(),
+                        other: Self::var_name(&g, other),
+                    });
+                }
+            }
+            ForKind::Vectorized => {
+                if let Some((x, _)) = inner_loops.first() {
+                    return Err(ScheduleError::NotInnermost { loop_var: name, inner: Self::var_name(&g, *x) });
+                }
+            }
+            _ => {}
+        }
+        if kind != ForKind::Unrolled {
+            let action = match kind {
+                ForKind::Parallel => "parallelized",
+                ForKind::Vectorized => "vectorized",
+                _ => "bound",
+            };
+            let mut found = None;
+            walk_stmts(&l.body, &mut |s| {
+                if let StmtKind::Block(b) = &s.kind {
+                    for it in &b.iters {
+                        if found.is_none() && it.kind == IterKind::Reduce && it.binding.uses_var(l.var) {
+                            found = Some((b.name.clone(), Self::var_name(&g, it.var)));
+                        }
+                    }
+                }
+            });
+            if let Some((block, iter)) = found {
+                return Err(ScheduleError::ReductionLoop { loop_var: name, block, iter, action });
+            }
+        }
+        match tree::get_mut(&mut g.body, &path).map(|s| &mut s.kind) {
+            Some(StmtKind::For(x)) => x.kind = kind,
+            _ => return Err(stale(lp.0, "loop")),
+        }
+        self.commit(primitive, g)?;
+        let mut inputs = vec![TraceArg::Rv(lp.0)];
+        if !matches!(extra, TraceArg::Rv(_)) {
+            inputs.push(extra);
+        }
+        self.record(primitive, inputs, vec![]);
+        Ok(())
+    }
+}
