@@ -28,6 +28,17 @@ pub enum DriverError {
     /// A pass failed.
     #[error("{0}")]
     Pass(#[from] sparsec_passes::PassError),
+    /// A schedule primitive failed while replaying a trace.
+    #[error("schedule: {0}")]
+    Schedule(#[from] sparsec_schedule::ScheduleError),
+    /// A trace file is not valid JSON of a trace.
+    #[error("{path}: not a schedule trace: {source}")]
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: serde_json::Error,
+    },
     /// Lowering only goes down: the function is already past the stage asked for.
     #[error("`{func}` is at Stage {at}; it cannot be raised to Stage {want}")]
     CannotRaise {
@@ -113,6 +124,31 @@ pub fn lower_all(func: &Func) -> Result<Vec<Func>, DriverError> {
         pm.add("lower_sparse_buffer", sparsec_passes::lower_sparse_buffer);
     }
     out.extend(pm.run_all(func)?);
+    Ok(out)
+}
+
+/// Reads a schedule trace (JSON, as written by `Trace::to_json`).
+pub fn read_trace(path: &Path) -> Result<sparsec_schedule::Trace, DriverError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DriverError::Read { path: path.to_path_buf(), source })?;
+    sparsec_schedule::Trace::from_json(&text).map_err(|source| DriverError::Trace { path: path.to_path_buf(), source })
+}
+
+/// Applies a schedule trace to a function and returns the IR after scheduling at each stage,
+/// from the function's own down to Stage III. Stages the trace does not reach are lowered by
+/// the plain passes.
+pub fn lower_scheduled(func: &Func, trace: &sparsec_schedule::Trace) -> Result<Vec<Func>, DriverError> {
+    let is_lowering = |name: &str| name == "lower_sparse_iter" || name == "lower_sparse_buffer";
+    let mut ends: Vec<usize> =
+        trace.insts.iter().enumerate().filter(|(_, i)| is_lowering(&i.name)).map(|(k, _)| k).collect();
+    ends.push(trace.insts.len());
+    let mut out: Vec<Func> = Vec::new();
+    for end in ends {
+        let prefix = sparsec_schedule::Trace { insts: trace.insts[..end].to_vec() };
+        out.push(prefix.replay(func)?.into_func());
+    }
+    let mut rest = lower_all(out.last().expect("at least one stage"))?;
+    rest.remove(0);
+    out.extend(rest);
     Ok(out)
 }
 

@@ -7,6 +7,7 @@
 //! * [`interp`] — the reference interpreter;
 //! * [`formats`] — sparse matrix containers, Matrix Market I/O, generators and bindings;
 //! * [`passes`] — the lowering passes and the pass manager;
+//! * [`schedule`] — schedule primitives and replayable traces;
 //! * [`driver`] — loading, checking and running programs;
 //! * [`npy`] — NumPy `.npy` array files.
 
@@ -14,6 +15,7 @@ pub use sparsec_formats as formats;
 pub use sparsec_interp as interp;
 pub use sparsec_ir as ir;
 pub use sparsec_passes as passes;
+pub use sparsec_schedule as schedule;
 
 pub mod driver;
 pub mod npy;

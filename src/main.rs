@@ -40,6 +40,9 @@ enum Cmd {
         /// Function to lower (default: every function).
         #[arg(long)]
         func: Option<String>,
+        /// A schedule trace (JSON) to apply before and while lowering.
+        #[arg(long)]
+        schedule: Option<PathBuf>,
     },
     /// Run a function on concrete data with the reference interpreter.
     Run(run::RunArgs),
@@ -109,14 +112,18 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             let loaded = driver::load(&file)?;
             out.push_str(&text::print_module(&loaded.module));
         }
-        Cmd::Lower { file, stage, emit: Emit::Sptir, func } => {
+        Cmd::Lower { file, stage, emit: Emit::Sptir, func, schedule } => {
             let loaded = driver::load(&file)?;
-            let funcs: Vec<_> = match &func {
-                Some(_) => vec![loaded.func(func.as_deref())?],
-                None => loaded.module.funcs.iter().collect(),
+            let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
+            let funcs: Vec<_> = match (&func, &trace) {
+                (Some(_), _) | (None, Some(_)) => vec![loaded.func(func.as_deref())?],
+                (None, None) => loaded.module.funcs.iter().collect(),
             };
             for f in funcs {
-                let lowered = driver::lower_all(f)?;
+                let lowered = match &trace {
+                    Some(t) => driver::lower_scheduled(f, t)?,
+                    None => driver::lower_all(f)?,
+                };
                 let wanted = stage.stages();
                 for g in lowered.iter().filter(|g| wanted.contains(&g.stage)) {
                     if stage == StageArg::All {

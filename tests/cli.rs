@@ -157,3 +157,31 @@ fn run_binds_a_ragged_axis_whose_length_is_nnz() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("B                   992 elements  sum +1.674400e4"), "{}", stdout(&o));
 }
+
+#[test]
+fn lower_applies_a_schedule_trace() {
+    use sparsec::ir::ThreadTag;
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/csrmm.sptir")).unwrap();
+    let f = sparsec::ir::text::parse_func("csrmm", &text).unwrap();
+    let mut sch = sparsec::schedule::Schedule::new(f).unwrap();
+    let sp = sch.get_sparse_iteration("csrmm").unwrap();
+    sch.annotate(sp, "schedule", sparsec::ir::AttrValue::Str("row-per-block".into())).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let block = sch.get_block("csrmm0").unwrap();
+    let i = sch.get_loops(block).unwrap()[0];
+    sch.bind(i, ThreadTag::BlockIdxX).unwrap();
+    let dir = tmp("sched");
+    let path = dir.join("trace.json");
+    std::fs::write(&path, sch.trace().to_json()).unwrap();
+
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--schedule", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("sp_iter csrmm([I, J, K], \"SRS\") as [i, j, k] attrs(schedule = \"row-per-block\")"), "{out}");
+    assert_eq!(out.matches("for i in blockIdx.x(m)").count(), 2, "Stage II and III are bound: {out}");
+
+    std::fs::write(&path, "{ not json").unwrap();
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--schedule", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not a schedule trace"), "{}", stderr(&o));
+}

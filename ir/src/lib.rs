@@ -14,6 +14,7 @@
 
 pub mod arena;
 pub mod data;
+pub mod dsl;
 pub mod expr;
 pub mod func;
 pub mod span;

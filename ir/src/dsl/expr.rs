@@ -191,7 +191,9 @@ tuple_indices!(A a, B b, C c, D d, F f, G g, H h, I i);
 /// `%`, i.e. [`BinOp::FloorMod`]; unary `-` negates (a literal is negated in place, like
 /// `-1` in the text) and `!` is logical not; `&` and `|` are `&&` and `||` on bools.
 /// Comparisons are methods ([`lt`](E::lt), [`eq_`](E::eq_), ...) because Rust's comparison
-/// operators must return `bool`.
+/// operators must return `bool`. A Rust literal may be the left operand (`2 * i`,
+/// `1.0 - x`) when it is an unsuffixed one (`i32` or `f64`); write `E::from(2i64) * i`
+/// for the others.
 #[derive(Clone, Debug)]
 pub struct E {
     pub(crate) expr: Expr,
@@ -428,7 +430,8 @@ macro_rules! binops {
                 E::binary($op, self, rhs)
             }
         }
-        binops!(@prim $Trait $method $op; i32 i64 f32 f64 bool);
+        // Only the types of unsuffixed literals, so that `2 * x` and `1.0 - x` infer.
+        binops!(@prim $Trait $method $op; i32 f64);
     )*};
     (@prim $Trait:ident $method:ident $op:expr; $($P:ty)*) => {$(
         impl std::ops::$Trait<E> for $P {
@@ -550,13 +553,7 @@ pub fn select(cond: impl Into<E>, a: impl Into<E>, b: impl Into<E>) -> E {
     let owner = c.owner.merge(a.owner).merge(b.owner);
     let error = c.error.or(a.error).or(b.error);
     let dtype = a.dtype;
-    E {
-        expr: Expr::Select(Box::new(c.expr), Box::new(a.expr), Box::new(b.expr)),
-        dtype,
-        weak: false,
-        owner,
-        error,
-    }
+    E { expr: Expr::Select(Box::new(c.expr), Box::new(a.expr), Box::new(b.expr)), dtype, weak: false, owner, error }
 }
 
 /// `cast(dtype, x)`
@@ -633,13 +630,9 @@ pub fn atomic_add(target: impl Into<E>, value: impl Into<E>) -> E {
     let owner = t.owner.merge(v.owner);
     let error = t.error.or(v.error);
     match t.expr {
-        Expr::Load(b, idx) => E {
-            expr: Expr::AtomicAdd(b, idx, Box::new(v.expr)),
-            dtype: t.dtype,
-            weak: false,
-            owner,
-            error,
-        },
+        Expr::Load(b, idx) => {
+            E { expr: Expr::AtomicAdd(b, idx, Box::new(v.expr)), dtype: t.dtype, weak: false, owner, error }
+        }
         other => E {
             expr: other,
             dtype: t.dtype,
