@@ -1,0 +1,480 @@
+//! Caching primitives (Stage II/III): `cache_read`, `cache_write` and `set_scope`.
+//!
+//! A cache is a dense buffer in another memory scope (shared or local) that stands in for the
+//! region of a buffer that a loop or block body accesses. The region is found per dimension:
+//! an index that every access writes the same way with variables bound outside the body is a
+//! point; any other dimension is taken whole (its extent must be fixed per row). The copy
+//! nests are ordinary loops and blocks, so they can be split and bound like any other.
+
+use crate::error::ScheduleError;
+use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
+use crate::trace::TraceArg;
+use crate::tree::{self, Fresh, Path};
+use sparsec_ir::expr::Expr;
+use sparsec_ir::func::{Block, BlockIter, Buffer, BufferId, For, Func, Layout, Region, Stmt, StmtKind, Storage, VarId};
+use sparsec_ir::{walk_stmts, Attrs, AxisKind, ForKind, IterKind, Scope, Span};
+use sparsec_passes::build::int;
+use std::collections::HashSet;
+
+type Result<T> = std::result::Result<T, ScheduleError>;
+
+/// Where a cache lives: at the start (and, for writes, the end) of a loop's or a block's body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheAt {
+    /// The body of a loop: the cache is refilled at every iteration.
+    Loop(LoopRv),
+    /// The body of a block.
+    Block(BlockRv),
+}
+
+impl From<LoopRv> for CacheAt {
+    fn from(r: LoopRv) -> Self {
+        CacheAt::Loop(r)
+    }
+}
+
+impl From<BlockRv> for CacheAt {
+    fn from(r: BlockRv) -> Self {
+        CacheAt::Block(r)
+    }
+}
+
+impl CacheAt {
+    fn id(self) -> u32 {
+        match self {
+            CacheAt::Loop(r) => r.0,
+            CacheAt::Block(r) => r.0,
+        }
+    }
+}
+
+/// One dimension of a cached region.
+#[derive(Clone, Debug, PartialEq)]
+enum Dim {
+    /// Every access uses this index.
+    Point(Expr),
+    /// The whole dimension, of this extent.
+    Whole(Expr),
+}
+
+/// Accesses to one buffer inside a body.
+#[derive(Default)]
+struct Uses {
+    reads: Vec<Vec<Expr>>,
+    writes: Vec<Vec<Expr>>,
+    atomics: usize,
+}
+
+fn uses_of(body: &[Stmt], b: BufferId) -> Uses {
+    let mut u = Uses::default();
+    walk_stmts(body, &mut |s| {
+        if let StmtKind::Store { buffer, indices, .. } = &s.kind {
+            if *buffer == b {
+                u.writes.push(indices.clone());
+            }
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| match x {
+                Expr::Load(buf, idx) if *buf == b => u.reads.push(idx.clone()),
+                Expr::AtomicAdd(buf, _, _) if *buf == b => u.atomics += 1,
+                _ => {}
+            });
+        }
+    });
+    u
+}
+
+/// Variables bound and buffers allocated inside `body`.
+fn bound_inside(body: &[Stmt]) -> (HashSet<VarId>, HashSet<BufferId>) {
+    let mut vars = HashSet::new();
+    let mut bufs = HashSet::new();
+    walk_stmts(body, &mut |s| match &s.kind {
+        StmtKind::For(l) => {
+            vars.insert(l.var);
+        }
+        StmtKind::Let { var, .. } => {
+            vars.insert(*var);
+        }
+        StmtKind::Block(b) => vars.extend(b.iters.iter().map(|i| i.var)),
+        StmtKind::SpIter(it) => vars.extend(it.vars.iter().copied()),
+        StmtKind::Alloc(b) => {
+            bufs.insert(*b);
+        }
+        _ => {}
+    });
+    (vars, bufs)
+}
+
+fn depends_on(e: &Expr, vars: &HashSet<VarId>, bufs: &HashSet<BufferId>) -> bool {
+    let mut hit = false;
+    e.walk(&mut |x| match x {
+        Expr::Var(v) => hit |= vars.contains(v),
+        Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => hit |= bufs.contains(b),
+        _ => {}
+    });
+    hit
+}
+
+/// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
+fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
+    let pick = |idx: Vec<Expr>| -> Vec<Expr> {
+        let kept: Vec<Expr> =
+            idx.into_iter().zip(dims).filter(|(_, d)| matches!(d, Dim::Whole(_))).map(|(e, _)| e).collect();
+        if kept.is_empty() {
+            vec![Expr::i32(0)]
+        } else {
+            kept
+        }
+    };
+    let mut map_expr = |e: Expr| {
+        e.map(&mut |x| match x {
+            Expr::Load(b, idx) if b == from => Expr::Load(to, pick(idx)),
+            other => other,
+        })
+    };
+    for s in stmts.iter_mut() {
+        if let StmtKind::Store { buffer, indices, .. } = &mut s.kind {
+            if *buffer == from {
+                *buffer = to;
+                *indices = pick(std::mem::take(indices));
+            }
+        }
+        if let StmtKind::Block(b) = &mut s.kind {
+            for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
+                if r.buffer == from {
+                    r.buffer = to;
+                    let kept: Vec<_> =
+                        std::mem::take(&mut r.ranges).into_iter().zip(dims).filter(|(_, d)| matches!(d, Dim::Whole(_))).map(|(x, _)| x).collect();
+                    r.ranges = if kept.is_empty() {
+                        vec![sparsec_ir::RegionRange { begin: Expr::i32(0), end: None }]
+                    } else {
+                        kept
+                    };
+                }
+            }
+        }
+        sparsec_passes::simplify::map_stmt_exprs(&mut s.kind, &mut map_expr);
+        for child in sparsec_passes::simplify::child_lists_mut(&mut s.kind) {
+            redirect(child, from, to, dims);
+        }
+    }
+}
+
+impl Schedule {
+    /// Path of the cache location and the body list index to edit there.
+    fn cache_site(&self, g: &Func, at: CacheAt) -> Result<Path> {
+        match self.rvs.get(at.id() as usize) {
+            Some(Target::Loop(_)) => Ok(self.loop_path(g, at.id())?.0),
+            Some(Target::Block(_)) => self.block_path(g, at.id()),
+            Some(_) => Err(ScheduleError::WrongRefKind { rv: at.id(), expected: "loop or block" }),
+            None => Err(stale(at.id(), "an unknown reference")),
+        }
+    }
+
+    /// The body of the loop or block at `path`.
+    fn site_body<'g>(g: &'g mut Func, path: &Path, rv: u32) -> Result<&'g mut Vec<Stmt>> {
+        match tree::get_mut(&mut g.body, path).map(|s| &mut s.kind) {
+            Some(StmtKind::For(l)) => Ok(&mut l.body),
+            Some(StmtKind::Block(b)) => Ok(&mut b.body),
+            _ => Err(stale(rv, "cache location")),
+        }
+    }
+
+    /// The region of `buf` accessed by `accesses` inside a body binding `vars`/`bufs`.
+    fn cache_region(
+        g: &Func,
+        buf: BufferId,
+        accesses: &[Vec<Expr>],
+        vars: &HashSet<VarId>,
+        bufs: &HashSet<BufferId>,
+    ) -> Result<Vec<Dim>> {
+        let b = &g.buffers[buf];
+        (0..b.ndim())
+            .map(|d| {
+                let first = &accesses[0][d];
+                let same = accesses.iter().all(|a| &a[d] == first);
+                if same && !depends_on(first, vars, bufs) {
+                    return Ok(Dim::Point(first.clone()));
+                }
+                let whole = match &b.layout {
+                    Layout::Dense(shape) => shape[d].clone(),
+                    Layout::Sparse(axes) => {
+                        let a = &g.axes[axes[d]];
+                        match a.kind {
+                            AxisKind::DenseFixed => a.length.clone(),
+                            AxisKind::SparseFixed => a.nnz.clone().unwrap_or(Expr::i32(0)),
+                            _ => {
+                                return Err(ScheduleError::UncacheableRegion {
+                                    buffer: b.name.clone(),
+                                    dim: d,
+                                    reason: format!("axis `{}` has a different length in every row", a.name),
+                                })
+                            }
+                        }
+                    }
+                };
+                if depends_on(&whole, vars, bufs) {
+                    return Err(ScheduleError::UncacheableRegion {
+                        buffer: b.name.clone(),
+                        dim: d,
+                        reason: "its extent depends on the body".into(),
+                    });
+                }
+                Ok(Dim::Whole(whole))
+            })
+            .collect()
+    }
+
+    /// Builds `for ax in ...: block name(v: spatial(e) = ax) { dst = src }`.
+    #[allow(clippy::too_many_arguments)]
+    fn build_copy(
+        g: &mut Func,
+        fresh: &mut Fresh,
+        block_name: String,
+        buf: BufferId,
+        cache: BufferId,
+        dims: &[Dim],
+        into_cache: bool,
+    ) -> Stmt {
+        let mut loops: Vec<(VarId, Expr)> = Vec::new();
+        let mut iters = Vec::new();
+        let mut buf_idx = Vec::new();
+        let mut cache_idx = Vec::new();
+        for (d, dim) in dims.iter().enumerate() {
+            match dim {
+                Dim::Point(e) => buf_idx.push(e.clone()),
+                Dim::Whole(extent) => {
+                    let dt = g.expr_dtype(extent);
+                    let lv = g.add_var(fresh.name(&format!("ax{d}")), dt);
+                    let bv = g.add_var(fresh.name(&format!("v_ax{d}")), dt);
+                    loops.push((lv, extent.clone()));
+                    iters.push(BlockIter { var: bv, kind: IterKind::Spatial, extent: extent.clone(), binding: Expr::Var(lv) });
+                    buf_idx.push(Expr::Var(bv));
+                    cache_idx.push(Expr::Var(bv));
+                }
+            }
+        }
+        if cache_idx.is_empty() {
+            cache_idx.push(Expr::i32(0));
+        }
+        let (dst, dst_idx, src, src_idx) =
+            if into_cache { (cache, cache_idx, buf, buf_idx) } else { (buf, buf_idx, cache, cache_idx) };
+        let copy = Stmt::new(StmtKind::Store { buffer: dst, indices: dst_idx.clone(), value: Expr::Load(src, src_idx.clone()) });
+        let region = |b: BufferId, idx: Vec<Expr>| Region {
+            buffer: b,
+            ranges: idx.into_iter().map(|e| sparsec_ir::RegionRange { begin: e, end: None }).collect(),
+        };
+        let mut s = Stmt::new(StmtKind::Block(Block {
+            name: block_name,
+            iters,
+            reads: vec![region(src, src_idx)],
+            writes: vec![region(dst, dst_idx)],
+            init: None,
+            body: vec![copy],
+            attrs: Attrs::new(),
+        }));
+        for (var, extent) in loops.into_iter().rev() {
+            let d = g.vars[var].dtype;
+            s = Stmt::new(StmtKind::For(For {
+                var,
+                min: int(0, d),
+                extent,
+                kind: ForKind::Serial,
+                body: vec![s],
+                attrs: Attrs::new(),
+            }));
+        }
+        s
+    }
+
+    fn unique_block_name(g: &Func, base: &str) -> String {
+        let taken: HashSet<String> = {
+            let mut t = HashSet::new();
+            walk_stmts(&g.body, &mut |s| {
+                if let StmtKind::Block(b) = &s.kind {
+                    t.insert(b.name.clone());
+                }
+            });
+            t
+        };
+        let mut n = base.to_string();
+        let mut k = 1;
+        while taken.contains(&n) {
+            n = format!("{base}_{k}");
+            k += 1;
+        }
+        n
+    }
+
+    /// Checks the common preconditions of a cache and returns what the rewrite needs.
+    fn cache_plan(
+        &self,
+        g: &Func,
+        primitive: &'static str,
+        block: BlockRv,
+        buffer: &str,
+        at: CacheAt,
+        written_only_here: bool,
+    ) -> Result<(Path, BufferId, Vec<Dim>)> {
+        self.need_loop_stage(primitive)?;
+        let site = self.cache_site(g, at)?;
+        let block_path = self.block_path(g, block.0)?;
+        if block_path.len() <= site.len() || block_path[..site.len()] != site[..] {
+            return Err(ScheduleError::CacheSiteNotAround { block: self.block_name(g, block.0) });
+        }
+        let buf = g.buffer_by_name(buffer).ok_or_else(|| ScheduleError::UnknownBuffer { name: buffer.to_string() })?;
+        let site_stmt = tree::get(&g.body, &site).ok_or_else(|| stale(at.id(), "cache location"))?;
+        let body: &[Stmt] = match &site_stmt.kind {
+            StmtKind::For(l) => &l.body,
+            StmtKind::Block(b) => &b.body,
+            _ => return Err(stale(at.id(), "cache location")),
+        };
+        // No other buffer over the same parameter may be touched there (aliasing).
+        if let Storage::Param(p) = g.buffers[buf].storage {
+            for (other, ob) in g.buffers.iter() {
+                if other != buf && ob.storage == Storage::Param(p) {
+                    let u = uses_of(body, other);
+                    if !u.reads.is_empty() || !u.writes.is_empty() || u.atomics > 0 {
+                        return Err(ScheduleError::AliasedBuffer { buffer: buffer.to_string(), other: ob.name.clone() });
+                    }
+                }
+            }
+        }
+        let uses = uses_of(body, buf);
+        if uses.atomics > 0 {
+            return Err(ScheduleError::AtomicInCache { buffer: buffer.to_string() });
+        }
+        // `block` must read (cache_read) or write (cache_write) the buffer.
+        let in_block = tree::get(&g.body, &block_path).map(|s| uses_of(std::slice::from_ref(s), buf));
+        let needed = in_block.is_some_and(|u| if written_only_here { !u.writes.is_empty() } else { !u.reads.is_empty() });
+        if !needed {
+            return Err(ScheduleError::BufferNotAccessed { buffer: buffer.to_string(), primitive });
+        }
+        if !written_only_here && !uses.writes.is_empty() {
+            return Err(ScheduleError::CacheReadOfWrittenBuffer { buffer: buffer.to_string() });
+        }
+        let (vars, bufs) = bound_inside(body);
+        let all: Vec<Vec<Expr>> = uses.reads.iter().chain(&uses.writes).cloned().collect();
+        if all.is_empty() {
+            return Err(ScheduleError::BufferNotAccessed { buffer: buffer.to_string(), primitive });
+        }
+        let dims = Self::cache_region(g, buf, &all, &vars, &bufs)?;
+        Ok((site, buf, dims))
+    }
+
+    fn block_name(&self, g: &Func, rv: u32) -> String {
+        match self.block_path(g, rv).ok().and_then(|p| tree::get(&g.body, &p).cloned()) {
+            Some(Stmt { kind: StmtKind::Block(b), .. }) => b.name,
+            _ => format!("#{rv}"),
+        }
+    }
+
+    /// Adds the cache buffer and returns it.
+    fn add_cache_buffer(g: &mut Func, buf: BufferId, scope: Scope, dims: &[Dim]) -> BufferId {
+        let b = g.buffers[buf].clone();
+        let mut shape: Vec<Expr> =
+            dims.iter().filter_map(|d| if let Dim::Whole(e) = d { Some(e.clone()) } else { None }).collect();
+        if shape.is_empty() {
+            shape.push(Expr::i32(1));
+        }
+        let taken: HashSet<String> = g.buffers.iter().map(|(_, b)| b.name.clone()).collect();
+        let base = format!("{}_{}", b.name, scope.name());
+        let mut name = base.clone();
+        let mut k = 1;
+        while taken.contains(&name) || g.axes.iter().any(|(_, a)| a.name == name) || g.params.iter().any(|p| p.name == name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        g.buffers.append(Buffer {
+            name,
+            dtype: b.dtype,
+            layout: Layout::Dense(shape),
+            storage: Storage::Alloc(scope),
+            extra_storage: None,
+            default: None,
+            span: Span::NONE,
+        })
+    }
+
+    /// Reads the region of `buffer` that the body of `at` reads through a cache in `scope`:
+    /// the body starts by copying the region into the cache, and every read of `buffer` in the
+    /// body reads the cache instead. `block` (inside `at`) must read `buffer`, and nothing in
+    /// `at` may write it. Returns the copy block.
+    pub fn cache_read(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
+        let at = at.into();
+        let mut g = self.func.clone();
+        let (site, buf, dims) = self.cache_plan(&g, "cache_read", block, buffer, at, false)?;
+        let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
+        let name = Self::unique_block_name(&g, &format!("{}_{}", g.buffers[buf].name, scope.name()));
+        let mut fresh = Fresh::at(&g, &site);
+        let copy = Self::build_copy(&mut g, &mut fresh, name.clone(), buf, cache, &dims, true);
+        let body = Self::site_body(&mut g, &site, at.id())?;
+        redirect(body, buf, cache, &dims);
+        body.insert(0, copy);
+        body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
+        self.commit("cache_read", g)?;
+        let rv = self.new_rv(Target::Block(name));
+        self.record(
+            "cache_read",
+            vec![TraceArg::Rv(block.0), TraceArg::Str(buffer.into()), TraceArg::Str(scope.name().into()), TraceArg::Rv(at.id())],
+            vec![rv],
+        );
+        Ok(BlockRv(rv))
+    }
+
+    /// Writes the region of `buffer` that the body of `at` accesses through a cache in
+    /// `scope`: the body starts by copying the region in, works on the cache, and ends by
+    /// copying it back. `block` (inside `at`) must write `buffer`. Returns the write-back block.
+    pub fn cache_write(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
+        let at = at.into();
+        let mut g = self.func.clone();
+        let (site, buf, dims) = self.cache_plan(&g, "cache_write", block, buffer, at, true)?;
+        let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
+        let base = format!("{}_{}", g.buffers[buf].name, scope.name());
+        let load_name = Self::unique_block_name(&g, &base);
+        let mut fresh = Fresh::at(&g, &site);
+        let load = Self::build_copy(&mut g, &mut fresh, load_name.clone(), buf, cache, &dims, true);
+        let store_name = {
+            let mut g2 = g.clone();
+            g2.body.push(load.clone());
+            Self::unique_block_name(&g2, &format!("{base}_writeback"))
+        };
+        let store = Self::build_copy(&mut g, &mut fresh, store_name.clone(), buf, cache, &dims, false);
+        let body = Self::site_body(&mut g, &site, at.id())?;
+        redirect(body, buf, cache, &dims);
+        body.insert(0, load);
+        body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
+        body.push(store);
+        self.commit("cache_write", g)?;
+        let rv = self.new_rv(Target::Block(store_name));
+        self.record(
+            "cache_write",
+            vec![TraceArg::Rv(block.0), TraceArg::Str(buffer.into()), TraceArg::Str(scope.name().into()), TraceArg::Rv(at.id())],
+            vec![rv],
+        );
+        Ok(BlockRv(rv))
+    }
+
+    /// Moves an allocated buffer to another memory scope.
+    pub fn set_scope(&mut self, buffer: &str, scope: Scope) -> Result<()> {
+        let mut g = self.func.clone();
+        let buf = g.buffer_by_name(buffer).ok_or_else(|| ScheduleError::UnknownBuffer { name: buffer.to_string() })?;
+        match &mut g.buffers[buf].storage {
+            Storage::Alloc(s) => *s = scope,
+            Storage::Param(_) => return Err(ScheduleError::NotAllocated { buffer: buffer.to_string() }),
+        }
+        self.commit("set_scope", g)?;
+        self.record("set_scope", vec![TraceArg::Str(buffer.into()), TraceArg::Str(scope.name().into())], vec![]);
+        Ok(())
+    }
+
+    /// Decodes a cache location from a trace reference (a loop or a block).
+    pub(crate) fn cache_at_from_rv(&self, rv: u32) -> Result<CacheAt> {
+        match self.rvs.get(rv as usize) {
+            Some(Target::Loop(_)) => Ok(CacheAt::Loop(LoopRv(rv))),
+            Some(Target::Block(_)) => Ok(CacheAt::Block(BlockRv(rv))),
+            Some(_) => Err(ScheduleError::WrongRefKind { rv, expected: "loop or block" }),
+            None => Err(stale(rv, "an unknown reference")),
+        }
+    }
+}
