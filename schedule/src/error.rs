@@ -7,6 +7,62 @@ use sparsec_ir::Stage;
 /// objects involved; a failed primitive leaves the schedule unchanged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScheduleError {
+    /// No buffer has this name.
+    #[error("no buffer is called `{name}`")]
+    UnknownBuffer {
+        /// The name asked for.
+        name: String,
+    },
+    /// The cache location is not a loop or block around the block given.
+    #[error("the cache location is not a loop or block around block `{block}`")]
+    CacheSiteNotAround {
+        /// The block.
+        block: String,
+    },
+    /// The buffer is not accessed as the primitive needs.
+    #[error("{primitive}: buffer `{buffer}` is not accessed there as needed")]
+    BufferNotAccessed {
+        /// The buffer.
+        buffer: String,
+        /// The primitive.
+        primitive: &'static str,
+    },
+    /// `cache_read` of a buffer that the cached body writes.
+    #[error("cache_read: buffer `{buffer}` is written in the cached body (use cache_write)")]
+    CacheReadOfWrittenBuffer {
+        /// The buffer.
+        buffer: String,
+    },
+    /// The region cannot be held in a dense cache.
+    #[error("buffer `{buffer}` cannot be cached: dimension {dim}: {reason}")]
+    UncacheableRegion {
+        /// The buffer.
+        buffer: String,
+        /// The dimension.
+        dim: usize,
+        /// Why.
+        reason: String,
+    },
+    /// Another buffer over the same parameter is accessed in the cached body.
+    #[error("buffer `{buffer}` cannot be cached: `{other}` aliases it there")]
+    AliasedBuffer {
+        /// The buffer.
+        buffer: String,
+        /// The aliasing buffer.
+        other: String,
+    },
+    /// Atomic updates cannot go through a cache.
+    #[error("buffer `{buffer}` is updated atomically in the cached body")]
+    AtomicInCache {
+        /// The buffer.
+        buffer: String,
+    },
+    /// `set_scope` of a buffer bound to a parameter.
+    #[error("buffer `{buffer}` is bound to a parameter; only allocated buffers have a scope to set")]
+    NotAllocated {
+        /// The buffer.
+        buffer: String,
+    },
     /// The function given to [`crate::Schedule::new`] does not verify.
     #[error("the function to schedule does not verify: {}", first(.0))]
     InvalidInput(Vec<VerifyError>),
@@ -234,6 +290,175 @@ pub enum ScheduleError {
         iter: String,
         /// `parallelized`, `vectorized` or `bound`.
         action: &'static str,
+    },
+    /// `decompose_reduction` of a block without `init`.
+    #[error("block `{block}` has no init to decompose")]
+    NoInit {
+        /// The block.
+        block: String,
+    },
+    /// The loop is not a loop around the block inside the block's enclosing block.
+    #[error("loop `{loop_var}` is not a loop around block `{block}` (inside its enclosing block)")]
+    NotAnEnclosingLoop {
+        /// The loop.
+        loop_var: String,
+        /// The block.
+        block: String,
+    },
+    /// A statement other than `for` or a guard `if` lies between a block and its
+    /// enclosing block, where the primitive needs a loop nest.
+    #[error("a `{stmt}` lies in the loop nest of block `{block}`")]
+    UnsupportedNest {
+        /// The block.
+        block: String,
+        /// The statement's keyword.
+        stmt: &'static str,
+    },
+    /// A loop above the decomposition point drives a reduction iterator, so the init would
+    /// run more than once per reduction.
+    #[error("loop `{loop_var}` above `{at}` drives a reduction iterator of block `{block}`")]
+    ReductionLoopAbove {
+        /// The loop.
+        loop_var: String,
+        /// The decomposition loop.
+        at: String,
+        /// The block.
+        block: String,
+    },
+    /// A loop drives both spatial and reduction iterators of the block.
+    #[error("loop `{loop_var}` drives both spatial and reduction iterators of block `{block}`")]
+    MixedLoop {
+        /// The loop.
+        loop_var: String,
+        /// The block.
+        block: String,
+    },
+    /// A loop of the nest drives no iterator of the block.
+    #[error("loop `{loop_var}` drives no iterator of block `{block}`")]
+    UnboundLoop {
+        /// The loop.
+        loop_var: String,
+        /// The block.
+        block: String,
+    },
+    /// A reduction iterator is not 0 at the first iteration of its loops, so the first
+    /// reduction step is not where the init runs.
+    #[error("reduction iterator `{iter}` of block `{block}` is not 0 at the first iteration of its loops")]
+    InitNotAtStart {
+        /// The block.
+        block: String,
+        /// The iterator.
+        iter: String,
+    },
+    /// `rfactor`: the loop does not drive the iterators of exactly one block.
+    #[error("rfactor: loop `{loop_var}` drives iterators of {count} blocks, not exactly one")]
+    RfactorBlocks {
+        /// The loop.
+        loop_var: String,
+        /// How many blocks it drives.
+        count: usize,
+    },
+    /// `rfactor`: the loop must drive exactly one reduction iterator and no spatial one.
+    #[error("rfactor: loop `{loop_var}` drives {spatial} spatial and {reduce} reduction iterators of block `{block}`, not exactly one reduction")]
+    NotOneReduceIter {
+        /// The loop.
+        loop_var: String,
+        /// The block.
+        block: String,
+        /// Spatial iterators it drives.
+        spatial: usize,
+        /// Reduction iterators it drives.
+        reduce: usize,
+    },
+    /// `rfactor`: the block is not a sum reduction `C[idx] = C[idx] + e`.
+    #[error("rfactor: block `{block}` is not a sum reduction: {reason}")]
+    NotAReduction {
+        /// The block.
+        block: String,
+        /// What does not match.
+        reason: String,
+    },
+    /// `rfactor`: the factor axis is past the rf buffer's dimensions.
+    #[error("rfactor: factor axis {axis} is out of range 0..={max}")]
+    FactorAxisOutOfRange {
+        /// The axis given.
+        axis: usize,
+        /// The largest valid axis.
+        max: usize,
+    },
+    /// `rfactor`: a guard of the nest tests both spatial and reduction loops, so the
+    /// write-back cannot keep or drop it.
+    #[error("rfactor: guard `{cond}` around block `{block}` tests both spatial and reduction loops")]
+    GuardMixesIters {
+        /// The block.
+        block: String,
+        /// The guard, printed.
+        cond: String,
+    },
+    /// `rfactor`: the rf buffer's shape uses a variable not defined where it is allocated.
+    #[error("rfactor: the rf buffer's shape uses `{var}`, which is not defined where the buffer is allocated")]
+    RfactorShape {
+        /// The variable.
+        var: String,
+    },
+    /// `compute_at`/`reverse_compute_at`: the block and the loop are not in sibling nests
+    /// of the same statement list.
+    #[error("{primitive}: block `{block}` and loop `{loop_var}` are not in sibling loop nests")]
+    NotSiblingNests {
+        /// The primitive.
+        primitive: &'static str,
+        /// The block.
+        block: String,
+        /// The loop.
+        loop_var: String,
+    },
+    /// `compute_at`/`reverse_compute_at`: the moved block is not alone in a perfect loop
+    /// nest below the common statement list.
+    #[error("{primitive}: block `{block}` is not alone in a perfect loop nest")]
+    NotAPerfectNest {
+        /// The primitive.
+        primitive: &'static str,
+        /// The block.
+        block: String,
+    },
+    /// `compute_at`/`reverse_compute_at`: the moved nest's outer loops do not match the
+    /// loops around the target loop.
+    #[error("{primitive}: loop `{loop_var}` of the moved nest does not match loop `{target}` ({reason})")]
+    LoopMismatch {
+        /// The primitive.
+        primitive: &'static str,
+        /// The moved nest's loop (or `-` when it has too few loops).
+        loop_var: String,
+        /// The target nest's loop.
+        target: String,
+        /// What differs.
+        reason: &'static str,
+    },
+    /// `compute_at` needs the producer before the consumer's nest, `reverse_compute_at` the
+    /// consumer after the producer's nest.
+    #[error("{primitive}: block `{block}`'s nest must come {expected} the nest of loop `{loop_var}`")]
+    WrongOrder {
+        /// The primitive.
+        primitive: &'static str,
+        /// The block.
+        block: String,
+        /// The loop.
+        loop_var: String,
+        /// `before` or `after`.
+        expected: &'static str,
+    },
+    /// `compute_at`/`reverse_compute_at`: moving the nest would reorder conflicting
+    /// accesses to a buffer (one of them a write).
+    #[error("{primitive}: moving block `{block}` reorders accesses to buffer `{buffer}` ({reason})")]
+    AccessConflict {
+        /// The primitive.
+        primitive: &'static str,
+        /// The moved block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// Which accesses.
+        reason: String,
     },
     /// A trace instruction cannot be decoded.
     #[error("bad trace instruction `{inst}`: {reason}")]

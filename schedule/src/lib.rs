@@ -13,6 +13,10 @@
 //! * Stage II/III: [`Schedule::get_block`], [`Schedule::get_loops`], [`Schedule::split`],
 //!   [`Schedule::fuse`], [`Schedule::reorder`], [`Schedule::bind`], [`Schedule::parallel`],
 //!   [`Schedule::vectorize`], [`Schedule::unroll`];
+//! * caches (Stage II/III): [`Schedule::cache_read`], [`Schedule::cache_write`],
+//!   [`Schedule::set_scope`];
+//! * reductions and nest moves (Stage II/III): [`Schedule::decompose_reduction`],
+//!   [`Schedule::rfactor`], [`Schedule::compute_at`], [`Schedule::reverse_compute_at`];
 //! * any stage: [`Schedule::annotate`], [`Schedule::unannotate`], and the lowering steps
 //!   [`Schedule::lower_sparse_iter`] and [`Schedule::lower_sparse_buffer`].
 //!
@@ -51,13 +55,17 @@
 
 #![warn(missing_docs)]
 
+mod cache;
 mod error;
+mod compute_at;
 mod loops;
+mod reduction;
 mod schedule;
 mod sparse;
 mod trace;
 mod tree;
 
+pub use cache::CacheAt;
 pub use error::ScheduleError;
 pub use schedule::{AnnotTarget, BlockRv, IterRv, LoopRv, Schedule, SpIterRv};
 pub use trace::{Instruction, Trace, TraceArg};

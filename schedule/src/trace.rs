@@ -108,6 +108,11 @@ impl Replayer<'_> {
         }
     }
 
+    fn scope(&self, k: usize) -> Result<sparsec_ir::Scope, ScheduleError> {
+        let name = self.str(k)?;
+        sparsec_ir::Scope::from_name(name).ok_or_else(|| bad(self.inst, format!("unknown scope {name:?}")))
+    }
+
     fn arity(&self, n: usize) -> Result<(), ScheduleError> {
         if self.inst.inputs.len() == n {
             Ok(())
@@ -198,6 +203,23 @@ impl Replayer<'_> {
                 }
                 none
             }
+            "cache_read" | "cache_write" => {
+                self.arity(4)?;
+                let block = BlockRv(self.rv(0)?);
+                let scope = self.scope(2)?;
+                let at = s.cache_at_from_rv(self.rv(3)?)?;
+                let b = if self.inst.name == "cache_read" {
+                    s.cache_read(block, self.str(1)?, scope, at)?
+                } else {
+                    s.cache_write(block, self.str(1)?, scope, at)?
+                };
+                Ok(vec![b.id()])
+            }
+            "set_scope" => {
+                self.arity(2)?;
+                s.set_scope(self.str(0)?, self.scope(1)?)?;
+                none
+            }
             "annotate" => {
                 self.arity(3)?;
                 let value = match self.arg(2)? {
@@ -210,6 +232,28 @@ impl Replayer<'_> {
             "unannotate" => {
                 self.arity(2)?;
                 s.unannotate_id(self.rv(0)?, self.str(1)?)?;
+                none
+            }
+            "decompose_reduction" => {
+                self.arity(2)?;
+                Ok(vec![s.decompose_reduction(BlockRv(self.rv(0)?), LoopRv(self.rv(1)?))?.id()])
+            }
+            "rfactor" => {
+                self.arity(2)?;
+                let axis = match self.arg(1)? {
+                    TraceArg::Int(a) => usize::try_from(*a).map_err(|_| bad(self.inst, format!("bad factor axis {a}")))?,
+                    other => return Err(bad(self.inst, format!("argument 1 should be an integer, found {other:?}"))),
+                };
+                Ok(vec![s.rfactor(LoopRv(self.rv(0)?), axis)?.id()])
+            }
+            "compute_at" | "reverse_compute_at" => {
+                self.arity(2)?;
+                let (b, l) = (BlockRv(self.rv(0)?), LoopRv(self.rv(1)?));
+                if self.inst.name == "compute_at" {
+                    s.compute_at(b, l)?;
+                } else {
+                    s.reverse_compute_at(b, l)?;
+                }
                 none
             }
             other => Err(bad(self.inst, format!("unknown primitive `{other}`"))),
