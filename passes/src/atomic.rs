@@ -1,0 +1,138 @@
+//! `lower_atomic`: accumulations that several GPU threads may apply to the same element become
+//! `atomic_add`.
+//!
+//! A store `B[idx] = B[idx] + e` (or `e + B[idx]`, with `e` not reading `B`) is rewritten to
+//! `atomic_add(B[idx], e)` when
+//! * the innermost enclosing block is annotated `atomic = true`, or
+//! * the pass proves the element is shared: `idx` does not depend on the variable of an
+//!   enclosing loop bound to `blockIdx.*`/`threadIdx.*` (looking through block bindings and
+//!   `let`s), so every iteration of that loop — every block or thread — updates the same
+//!   element.
+//!
+//! Other stores are left alone: an index that only may collide (say through `indices`) needs
+//! the annotation. Run sequentially, `atomic_add` adds exactly like the store it replaces.
+
+use crate::PassError;
+use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::func::{AttrValue, BufferId, Func, Stmt, StmtKind, VarId};
+use sparsec_ir::{ForKind, Stage};
+use std::collections::HashMap;
+
+/// The annotation that forces atomics in a block.
+pub const ATOMIC_ATTR: &str = "atomic";
+
+/// Rewrites shared accumulations of a Stage II/III function into `atomic_add`.
+pub fn lower_atomic(f: &Func) -> Result<Func, PassError> {
+    if f.stage == Stage::I {
+        return Err(PassError::WrongStage { pass: "lower_atomic", expected: Stage::II, found: Stage::I });
+    }
+    let mut out = f.clone();
+    let mut cx = Context::default();
+    cx.stmts(&mut out.body);
+    Ok(out)
+}
+
+/// What is known at a statement: thread-bound loops around it, the values of block
+/// variables and `let`s, and whether the innermost block asks for atomics.
+#[derive(Default, Clone)]
+struct Context {
+    threads: Vec<VarId>,
+    values: HashMap<VarId, Expr>,
+    forced: bool,
+}
+
+impl Context {
+    fn stmts(&mut self, stmts: &mut [Stmt]) {
+        let saved = self.values.clone();
+        for s in stmts.iter_mut() {
+            self.stmt(s);
+        }
+        self.values = saved;
+    }
+
+    fn stmt(&mut self, s: &mut Stmt) {
+        match &mut s.kind {
+            StmtKind::For(l) => {
+                let mut inner = self.clone();
+                let single = l.extent == Expr::Int(1, self_dtype(&l.extent));
+                if matches!(l.kind, ForKind::Thread(_)) && !single {
+                    inner.threads.push(l.var);
+                }
+                inner.stmts(&mut l.body);
+            }
+            StmtKind::Block(b) => {
+                let mut inner = self.clone();
+                for it in &b.iters {
+                    inner.values.insert(it.var, it.binding.clone());
+                }
+                inner.forced = matches!(b.attrs.get(ATOMIC_ATTR), Some(AttrValue::Bool(true)));
+                if let Some(init) = &mut b.init {
+                    inner.stmts(init);
+                }
+                inner.stmts(&mut b.body);
+            }
+            StmtKind::Let { var, value } => {
+                self.values.insert(*var, value.clone());
+            }
+            StmtKind::If { then_body, else_body, .. } => {
+                self.clone().stmts(then_body);
+                self.clone().stmts(else_body);
+            }
+            StmtKind::While { body, .. } => self.clone().stmts(body),
+            StmtKind::Store { buffer, indices, value } => {
+                if let Some(e) = accumulated(*buffer, indices, value) {
+                    if self.forced || self.shared(indices) {
+                        s.kind = StmtKind::Evaluate(Expr::AtomicAdd(*buffer, indices.clone(), Box::new(e)));
+                    }
+                }
+            }
+            StmtKind::SpIter(_) | StmtKind::Alloc(_) | StmtKind::Evaluate(_) => {}
+        }
+    }
+
+    /// Whether some thread-bound loop around the store leaves every index unchanged.
+    fn shared(&self, indices: &[Expr]) -> bool {
+        self.threads.iter().any(|t| !indices.iter().any(|e| self.depends(e, *t, 0)))
+    }
+
+    /// Whether `e` depends on `v`, looking through block bindings and `let`s.
+    fn depends(&self, e: &Expr, v: VarId, depth: usize) -> bool {
+        let mut hit = false;
+        e.walk(&mut |x| {
+            if let Expr::Var(w) = x {
+                if *w == v {
+                    hit = true;
+                } else if let Some(val) = self.values.get(w) {
+                    // Bindings form a DAG; the depth bound only guards against malformed IR.
+                    hit |= depth < 64 && self.depends(val, v, depth + 1);
+                }
+            }
+        });
+        hit
+    }
+}
+
+fn self_dtype(e: &Expr) -> sparsec_ir::DType {
+    match e {
+        Expr::Int(_, d) => *d,
+        _ => sparsec_ir::DType::I32,
+    }
+}
+
+/// `e` when `value` is `buf[idx] + e` or `e + buf[idx]` and `e` does not read `buf`.
+fn accumulated(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
+    let Expr::Binary(BinOp::Add, a, b) = value else { return None };
+    let is_self = |x: &Expr| matches!(x, Expr::Load(bb, ii) if *bb == buf && ii.as_slice() == idx);
+    let reads_buf = |x: &Expr| {
+        let mut r = false;
+        x.walk(&mut |y| r |= matches!(y, Expr::Load(bb, _) | Expr::AtomicAdd(bb, _, _) if *bb == buf));
+        r
+    };
+    if is_self(a) && !reads_buf(b) {
+        Some((**b).clone())
+    } else if is_self(b) && !reads_buf(a) {
+        Some((**a).clone())
+    } else {
+        None
+    }
+}
