@@ -6,15 +6,18 @@
 //! * [`lower_sparse_iter`] — Stage I → Stage II (sparse iterations → loops and blocks);
 //! * [`lower_sparse_buffer`] — Stage II → Stage III (sparse buffers → flat buffers);
 //! * [`lower_atomic`] — shared accumulations become `atomic_add`;
+//! * [`horizontal_fusion`] — independent GPU kernels become one launch;
 //! * [`simplify`] — arithmetic simplification of index expressions.
 
 mod atomic;
 pub mod build;
+mod hfusion;
 mod lower_buffer;
 mod lower_iter;
 pub mod simplify;
 
 pub use atomic::{lower_atomic, ATOMIC_ATTR};
+pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;
 pub use lower_iter::lower_sparse_iter;
 
