@@ -76,6 +76,7 @@ fn set_scope_moves_an_allocation() {
     let mut sch = Schedule::new(sparsec_passes::lower_sparse_iter(&workload("sparse_softmax")).unwrap()).unwrap();
     sch.set_scope("TMP", Scope::Shared).unwrap();
     assert!(sch.text().contains("buffer TMP = alloc_sparse_buffer([I], f32, shared)"), "{}", sch.text());
+    insta::assert_snapshot!("sparse_softmax_set_scope", sch.text());
     replays_from(&workload("sparse_softmax"), &sch);
     let e = fails(&mut sch, |s| s.set_scope("A", Scope::Shared));
     assert!(matches!(e, ScheduleError::NotAllocated { .. }), "{e}");
