@@ -6,13 +6,12 @@
 
 #![allow(non_snake_case)]
 
+mod common;
+
 use sparsec::formats::{bind_csr, gen};
-use sparsec::interp;
 use sparsec::ir::data::Array;
 use sparsec::ir::dsl::*;
-use sparsec::ir::text::print_func;
-use sparsec::ir::{Func, Stage};
-use sparsec::passes::PassManager;
+use sparsec::ir::Func;
 
 /// `tests/workloads/csrmm.sptir`, with the DSL.
 fn csrmm() -> Result<Func, DslError> {
@@ -36,23 +35,12 @@ fn csrmm() -> Result<Func, DslError> {
 }
 
 fn main() {
-    match run() {
-        Ok(true) => println!("ok"),
-        Ok(false) => std::process::exit(1),
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(1);
-        }
-    }
+    common::exit_with(run());
 }
 
-fn run() -> Result<bool, Box<dyn std::error::Error>> {
+fn run() -> common::Res<bool> {
     let f = csrmm()?;
-    let lowered = PassManager::lowering_to(Stage::III).run_all(&f)?;
-    let stages = [("I", &f), ("II", &lowered[0]), ("III", &lowered[1])];
-    for (name, g) in stages {
-        println!("// ---- Stage {name}\n{}", print_func(g));
-    }
+    let stages = common::stages(&f)?;
 
     let (rows, cols, feat) = (24, 20, 5);
     let a = gen::uniform::<i32, f32>(rows, cols, 90, 42)?;
@@ -69,28 +57,6 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         }
     }
 
-    let mut ok = true;
-    for (name, g) in stages {
-        let out = interp::run(g, &args)?;
-        let got = out.arrays.get("c").map(Array::to_f64_vec).unwrap_or_default();
-        ok &= check(&format!("Stage {name}"), &got, &want);
-    }
-    Ok(ok)
+    common::check_stages(&stages, &args, "c", &want)
 }
 
-/// Compares element-wise with a relative tolerance; prints the first mismatch.
-fn check(what: &str, got: &[f64], want: &[f32]) -> bool {
-    if got.len() != want.len() {
-        eprintln!("{what}: {} outputs, expected {}", got.len(), want.len());
-        return false;
-    }
-    for (p, (g, w)) in got.iter().zip(want).enumerate() {
-        let w = *w as f64;
-        if (g - w).abs() > 1e-4 * (1.0 + w.abs()) {
-            eprintln!("{what}: mismatch at {p}: got {g}, expected {w}");
-            return false;
-        }
-    }
-    println!("{what}: {} outputs match the dense result", got.len());
-    true
-}
