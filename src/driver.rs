@@ -298,9 +298,11 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         let array = if written.contains(&h) {
             Array::zeros(b.dtype, len)
         } else if b.dtype.is_float() {
-            let v = (0..len).map(|_| uniform(&mut rng)).collect();
+            let v: Vec<f32> = (0..len).map(|_| uniform(&mut rng)).collect();
             match b.dtype {
-                sparsec_ir::DType::F64 => Array::F64((0..len).map(|_| uniform(&mut rng) as f64).collect()),
+                sparsec_ir::DType::F64 => Array::F64(v.into_iter().map(f64::from).collect()),
+                sparsec_ir::DType::F16 => Array::F16(v.into_iter().map(|x| half::f16::from_f32(x).to_f32()).collect()),
+                sparsec_ir::DType::BF16 => Array::BF16(v.into_iter().map(|x| half::bf16::from_f32(x).to_f32()).collect()),
                 _ => Array::F32(v),
             }
         } else {
