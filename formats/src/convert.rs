@@ -83,7 +83,7 @@ fn cast_vec<I: Index, J: Index>(what: &'static str, v: &[I]) -> Result<Vec<J>, C
 /// Sorts each row of a pattern (`ptr` over `outer` rows, `idx` in `0..inner`) by two
 /// counting transposes; returns the sorted indices and the permutation applied
 /// (`out[q] = idx[perm[q]]`).
-fn sort_pattern(
+pub(crate) fn sort_pattern(
     outer: usize,
     inner: usize,
     ptr: &[usize],

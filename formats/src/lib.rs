@@ -13,6 +13,9 @@
 //!   [`Coo`] ([`coo`]), [`Csr`] and [`Csc`] ([`csr`]), [`Bsr`] ([`bsr`], `b × b` blocks,
 //!   row-major inside), [`Ell`] ([`ell`], `k` slots per row, scalar or blocked, documented
 //!   padding), [`Dcsr`] ([`dcsr`], non-empty row list + CSR over them).
+//! * [`compose`] — SparseTIR composable formats: padded BSR, ELL(k) and row padding,
+//!   `hyb` (column-partitioned buckets), SR-BCRS, GroupCOO/BlockGroupCOO and N:M
+//!   structured sparsity ([`ComposeError`]).
 //! * [`convert`] — COO↔CSR↔CSC, CSR↔BSR(b), CSR↔ELL(k), BSR↔ELL(k), CSR↔DCSR,
 //!   CSR↔dense, and `cast_index` between `i32` and `i64` ([`ConvertError`]).
 //! * [`validate`] — [`validate::check_compressed`] and friends returning a
@@ -42,6 +45,7 @@
 
 pub mod bind;
 pub mod bsr;
+pub mod compose;
 pub mod convert;
 pub mod coo;
 pub mod csr;
@@ -57,6 +61,7 @@ pub use bind::{
     bind_axis_csr, bind_bsr, bind_csr, bind_dense_variable, bind_ell, BindError, Binder,
 };
 pub use bsr::Bsr;
+pub use compose::ComposeError;
 pub use convert::ConvertError;
 pub use coo::Coo;
 pub use csr::{Csc, Csr};
