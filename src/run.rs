@@ -41,6 +41,9 @@ pub struct RunArgs {
     /// Lower to this stage before running.
     #[arg(long, default_value = "1")]
     stage: StageArg,
+    /// A schedule trace (JSON) to apply before running at `--stage`.
+    #[arg(long)]
+    schedule: Option<PathBuf>,
     /// Where to run.
     #[arg(long, value_enum, default_value = "interp")]
     backend: Backend,
@@ -80,7 +83,16 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         seed: a.seed,
     };
     let args = driver::bind_run(func, &spec)?;
-    let lowered = driver::lower(func, stage)?;
+    let lowered = match &a.schedule {
+        None => driver::lower(func, stage)?,
+        Some(path) => {
+            let trace = driver::read_trace(path)?;
+            let stages = driver::lower_scheduled(func, &trace)?;
+            stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
+                driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
+            })?
+        }
+    };
     let Backend::Interp = a.backend;
     let start = Instant::now();
     let out = sparsec::interp::run(&lowered, &args)?;

@@ -180,6 +180,17 @@ fn lower_applies_a_schedule_trace() {
     assert!(out.contains("sp_iter csrmm([I, J, K], \"SRS\") as [i, j, k] attrs(schedule = \"row-per-block\")"), "{out}");
     assert_eq!(out.matches("for i in blockIdx.x(m)").count(), 2, "Stage II and III are bound: {out}");
 
+    // The scheduled program runs and agrees with the plain one.
+    if let Some((_, m)) = sparsec::formats::shared_matrices().into_iter().find(|(n, _)| n == "dwt_992") {
+        let mat = format!("A={}", m.display());
+        let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4", "--stage", "3"]);
+        let sched = sparsec(&[
+            "run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4", "--stage", "3", "--schedule", path.to_str().unwrap(),
+        ]);
+        assert!(sched.status.success(), "{}", stderr(&sched));
+        assert_eq!(stdout(&sched).lines().next(), stdout(&base).lines().next());
+    }
+
     std::fs::write(&path, "{ not json").unwrap();
     let o = sparsec(&["lower", "examples/csrmm.sptir", "--schedule", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
