@@ -7,16 +7,23 @@
 //! * [`lower_sparse_buffer`] — Stage II → Stage III (sparse buffers → flat buffers);
 //! * [`lower_atomic`] — shared accumulations become `atomic_add`;
 //! * [`horizontal_fusion`] — independent GPU kernels become one launch;
-//! * [`simplify`] — arithmetic simplification of index expressions.
+//! * [`simplify`] — arithmetic simplification of index expressions;
+//! * [`decompose_format`] — format decomposition (`FormatRewriteRule`): a buffer moves to
+//!   new formats, with preprocess iterations that copy it there.
 
 mod atomic;
 pub mod build;
+pub mod decompose;
 mod hfusion;
 mod lower_buffer;
 mod lower_iter;
 pub mod simplify;
 
 pub use atomic::{lower_atomic, ATOMIC_ATTR};
+pub use decompose::{
+    bsr_rule, decompose_format, ell_rule, extract_preprocess, padding_rule, remove_preprocess,
+    DecomposeError, FormatRewriteRule, IndexMap,
+};
 pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;
 pub use lower_iter::lower_sparse_iter;
