@@ -7,6 +7,11 @@
 //! that copies the old buffer into the new one, and replaces every compute iteration that
 //! reads a rewritten buffer by one zeroing iteration (the original `init`) followed by one
 //! accumulating piece per rule, which iterates the new axes instead of the old ones.
+//!
+//! Index maps may read the format's buffers ([`IndexMap::parse_in`]); hyb's inverse map
+//! `(io, jo) => (RowIndices[io], jo)` sends an ELL row back to its matrix row. Rules:
+//! [`bsr_rule`], [`ell_rule`], [`padding_rule`], [`hyb_rules`] (csrmm) and [`ell3d_rule`]
+//! (rgcn_hetero_forward).
 
 use crate::build::{bin, Namer};
 use sparsec_ir::expr::{BinOp, Expr};
@@ -14,7 +19,7 @@ use sparsec_ir::func::{
     AttrValue, Axis, AxisId, Buffer, BufferId, Func, Layout, Param, ParamKind, SpIter, SpIterAxis,
     Stmt, StmtKind, Storage, VarId,
 };
-use sparsec_ir::text::{parse_func, print_expr};
+use sparsec_ir::text::{parse_func, print_expr, print_func};
 use sparsec_ir::verify::{verify_func, VerifyError};
 use sparsec_ir::Stage;
 use std::collections::HashMap;
@@ -157,6 +162,17 @@ fn strip_parens(s: &str) -> Option<&str> {
 impl IndexMap {
     /// Parses `(p0, p1, ...) => (e0, e1, ...)`; the results are parsed by the `.sptir` parser.
     pub fn parse(text: &str) -> Result<IndexMap, DecomposeError> {
+        Self::parse_with(text, None)
+    }
+
+    /// Parses a map whose results may read the buffers (and scalar parameters) declared by
+    /// `scope`, a rule's format function: `(io, jo) => (RowIndices[io], jo)`.
+    /// [`decompose_format`] remaps them, by name, to the imported declarations.
+    pub fn parse_in(text: &str, scope: &Func) -> Result<IndexMap, DecomposeError> {
+        Self::parse_with(text, Some(scope))
+    }
+
+    fn parse_with(text: &str, scope: Option<&Func>) -> Result<IndexMap, DecomposeError> {
         let err = |message: &str| DecomposeError::InvalidMap { text: text.to_string(), message: message.to_string() };
         let (lhs, rhs) = text.split_once("=>").ok_or_else(|| err("expected `(params) => (results)`"))?;
         let params = split_top(strip_parens(lhs).ok_or_else(|| err("parameters must be in parentheses"))?);
@@ -164,14 +180,32 @@ impl IndexMap {
         if params.is_empty() || results.is_empty() {
             return Err(err("a map needs at least one parameter and one result"));
         }
-        let header: Vec<String> = params.iter().map(|p| format!("{p}: i32")).collect();
-        let mut src = format!("func map({}) {{\n", header.join(", "));
+        // The scope's parameters come first, then its declarations, then the results.
+        let (mut header, mut decls) = (Vec::new(), String::new());
+        if let Some(fmt) = scope {
+            for p in &fmt.params {
+                let ty = match p.kind {
+                    ParamKind::Handle => "handle".to_string(),
+                    ParamKind::Scalar(v) => fmt.vars[v].dtype.to_string(),
+                };
+                header.push(format!("{}: {ty}", p.name));
+            }
+            let printed = print_func(fmt);
+            let inner = printed
+                .split_once("{\n")
+                .and_then(|(_, rest)| rest.trim_end().strip_suffix('}'))
+                .ok_or_else(|| err("the scope does not print as a function"))?;
+            decls = inner.to_string();
+        }
+        let offset = header.len();
+        header.extend(params.iter().map(|p| format!("{p}: i32")));
+        let mut src = format!("func map({}) {{\n{decls}", header.join(", "));
         for (k, r) in results.iter().enumerate() {
             src.push_str(&format!("  let __r{k} = {r}\n"));
         }
         src.push_str("}\n");
         let func = parse_func("index_map", &src).map_err(|e| err(&e.to_string()))?;
-        let params = (0..func.params.len())
+        let params = (offset..func.params.len())
             .map(|p| func.scalar_param_var(p).ok_or_else(|| err("bad parameter")))
             .collect::<Result<Vec<_>, _>>()?;
         let mut out = Vec::new();
@@ -221,6 +255,76 @@ impl IndexMap {
     }
 }
 
+/// An [`IndexMap`] whose buffers and scalar parameters are remapped into the output function.
+struct Mapped {
+    map: IndexMap,
+    /// Map-function buffer → output buffer.
+    bufs: HashMap<BufferId, BufferId>,
+    /// Map-function variable (a format scalar parameter) → output expression.
+    vars: HashMap<VarId, Expr>,
+}
+
+impl Mapped {
+    /// Resolves the buffers and variables that `map` reads (other than its parameters) by
+    /// name in `fmt`, then through the import tables `bmap` / `vmap`.
+    fn new(
+        rule: &str,
+        what: &str,
+        map: &IndexMap,
+        fmt: &Func,
+        bmap: &HashMap<BufferId, BufferId>,
+        vmap: &HashMap<VarId, Expr>,
+    ) -> Result<Mapped, DecomposeError> {
+        let err = |message: String| DecomposeError::InvalidMap { text: map.print(), message: format!("{what} of rule `{rule}`: {message}") };
+        let (mut bufs, mut vars) = (HashMap::new(), HashMap::new());
+        let mut missing = None;
+        for e in &map.results {
+            e.walk(&mut |x| match x {
+                Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => {
+                    let name = &map.func.buffers[*b].name;
+                    match fmt.buffer_by_name(name).and_then(|fb| bmap.get(&fb)) {
+                        Some(&gb) => {
+                            bufs.insert(*b, gb);
+                        }
+                        None => missing = Some(format!("buffer `{name}` is not declared by the rule's format")),
+                    }
+                }
+                Expr::Var(v) if !map.params.contains(v) => {
+                    let name = &map.func.vars[*v].name;
+                    match fmt.var_by_name(name).and_then(|fv| vmap.get(&fv)) {
+                        Some(ge) => {
+                            vars.insert(*v, ge.clone());
+                        }
+                        None => missing = Some(format!("variable `{name}` is not a parameter of the rule's format")),
+                    }
+                }
+                _ => {}
+            });
+        }
+        if let Some(m) = missing {
+            return Err(err(m));
+        }
+        Ok(Mapped { map: map.clone(), bufs, vars })
+    }
+
+    /// The results with parameter `k` replaced by `args[k]`, in the output function.
+    fn apply(&self, args: Vec<Expr>) -> Vec<Expr> {
+        let params: HashMap<VarId, Expr> = self.map.params.iter().copied().zip(args).collect();
+        // Bottom-up: substituted arguments are not visited again.
+        self.map
+            .results
+            .iter()
+            .map(|e| {
+                e.clone().map(&mut |x| match x {
+                    Expr::Var(v) => params.get(&v).or_else(|| self.vars.get(&v)).cloned().unwrap_or(Expr::Var(v)),
+                    Expr::Load(b, idx) => Expr::Load(self.bufs.get(&b).copied().unwrap_or(b), idx),
+                    x => x,
+                })
+            })
+            .collect()
+    }
+}
+
 /// A format rewrite rule: how one buffer is stored in a new format.
 #[derive(Clone, Debug)]
 pub struct FormatRewriteRule {
@@ -237,30 +341,37 @@ pub struct FormatRewriteRule {
     pub axes_after: Vec<String>,
     /// Which new axes each old axis becomes; they inherit its `S`/`R` kind.
     pub axis_map: Vec<(String, Vec<String>)>,
-    /// Old coordinates → new coordinates.
-    pub idx_map: IndexMap,
-    /// New coordinates → old coordinates.
+    /// Old coordinates → new coordinates, used for accesses to a rewritten buffer at
+    /// coordinates other than the iteration's own iterators. `None` where old coordinates do
+    /// not determine new ones (hyb: a long row is split over several ELL rows); such
+    /// accesses are then [`DecomposeError::Unsupported`].
+    pub idx_map: Option<IndexMap>,
+    /// New coordinates → old coordinates. It may read the format's buffers (parsed with
+    /// [`IndexMap::parse_in`]): `(io, jo) => (RowIndices[io], jo)`.
     pub inv_idx_map: IndexMap,
 }
 
+/// Builds a rule for buffer `A`; both maps are parsed in the scope of the format.
 fn ready_rule(
     name: String,
     src: &str,
+    axes_before: &[&str],
     axes_after: &[&str],
     axis_map: &[(&str, &[&str])],
-    idx: &str,
+    idx: Option<&str>,
     inv: &str,
 ) -> Result<FormatRewriteRule, DecomposeError> {
     let format = parse_func(&name, src)
         .map_err(|e| DecomposeError::InvalidFormat { rule: name.clone(), message: e.to_string() })?;
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     Ok(FormatRewriteRule {
-        format,
         buffers: vec!["A".into()],
-        axes_before: vec!["I".into(), "J".into()],
-        axes_after: axes_after.iter().map(|s| s.to_string()).collect(),
-        axis_map: axis_map.iter().map(|(o, n)| (o.to_string(), n.iter().map(|s| s.to_string()).collect())).collect(),
-        idx_map: IndexMap::parse(idx)?,
-        inv_idx_map: IndexMap::parse(inv)?,
+        axes_before: strings(axes_before),
+        axes_after: strings(axes_after),
+        axis_map: axis_map.iter().map(|(o, n)| (o.to_string(), strings(n))).collect(),
+        idx_map: idx.map(|t| IndexMap::parse_in(t, &format)).transpose()?,
+        inv_idx_map: IndexMap::parse_in(inv, &format)?,
+        format,
         name,
     })
 }
@@ -277,9 +388,10 @@ pub fn bsr_rule(b: i64) -> Result<FormatRewriteRule, DecomposeError> {
     ready_rule(
         format!("bsr_{b}"),
         &src,
+        &["I", "J"],
         &["IO", "JO", "II", "JI"],
         &[("I", &["IO", "II"]), ("J", &["JO", "JI"])],
-        &format!("(i, j) => (i // {b}, j // {b}, i % {b}, j % {b})"),
+        Some(&format!("(i, j) => (i // {b}, j // {b}, i % {b}, j % {b})")),
         &format!("(io, jo, ii, ji) => (io * {b} + ii, jo * {b} + ji)"),
     )
 }
@@ -312,10 +424,87 @@ fn identity_rule(name: String, src: &str) -> Result<FormatRewriteRule, Decompose
     ready_rule(
         name,
         src,
+        &["I", "J"],
         &["IO", "JO"],
         &[("I", &["IO"]), ("J", &["JO"])],
-        "(i, j) => (i, j)",
+        Some("(i, j) => (i, j)"),
         "(io, jo) => (io, jo)",
+    )
+}
+
+/// The rules of SparseTIR's `column_part_hyb` format for a csrmm-style `A[I, J]`: one
+/// ELL-like rule per (column part `p`, bucket `b`), named `hyb_<p>_<b>`, of width
+/// `bucket_widths[b]`, e.g. `hyb_rules(1, &[1, 2, 4, 8])` for `compose::Hyb` with
+/// `bucket_log = 3`.
+///
+/// Each format has parameters `a, row_indices, indices, rows, n`: `IO = dense_fixed(rows)`
+/// enumerates the bucket's ELL rows, `JO = sparse_fixed(IO, n, width, indices)` holds global
+/// column coordinates, `RowIndices = match_sparse_buffer(row_indices, [IO], i32)` the matrix
+/// row of each ELL row (a long row is split over several ELL rows of the widest bucket, so
+/// the pieces accumulate). The inverse map is `(io, jo) => (RowIndices[io], jo)`; there is
+/// no `idx_map` (a matrix row may have several ELL rows).
+///
+/// **Padding.** A padding slot must hold column `n` (one past the program's last column)
+/// and the format's `n` must be bound to at least `n + 1` (and at least the width); the
+/// guard `jo < n` that the pass adds for the column coordinate then skips padding slots,
+/// both when copying and when computing. (Padding that repeats a real column, as
+/// `compose::Hyb` stores it, would copy and add that entry twice under coordinate reads.)
+pub fn hyb_rules(num_col_parts: usize, bucket_widths: &[i64]) -> Result<Vec<FormatRewriteRule>, DecomposeError> {
+    let bad = |message: String| DecomposeError::InvalidFormat { rule: "hyb".into(), message };
+    if num_col_parts == 0 {
+        return Err(bad("num_col_parts must be positive".into()));
+    }
+    if bucket_widths.is_empty() {
+        return Err(bad("at least one bucket width is needed".into()));
+    }
+    if let Some(w) = bucket_widths.iter().find(|&&w| w <= 0 || w > i64::from(i32::MAX)) {
+        return Err(bad(format!("bucket width {w} is not a positive i32")));
+    }
+    let mut rules = Vec::new();
+    for p in 0..num_col_parts {
+        for (b, w) in bucket_widths.iter().enumerate() {
+            let name = format!("hyb_{p}_{b}");
+            let src = format!(
+                "func {name}(a: handle, row_indices: handle, indices: handle, rows: i32, n: i32) {{\n  \
+                 axis IO = dense_fixed(rows)\n  axis JO = sparse_fixed(IO, n, {w}, indices)\n  \
+                 buffer A = match_sparse_buffer(a, [IO, JO], f32)\n  \
+                 buffer RowIndices = match_sparse_buffer(row_indices, [IO], i32)\n}}\n"
+            );
+            rules.push(ready_rule(
+                name,
+                &src,
+                &["I", "J"],
+                &["IO", "JO"],
+                &[("I", &["IO"]), ("J", &["JO"])],
+                None,
+                "(io, jo) => (RowIndices[io], jo)",
+            )?);
+        }
+    }
+    Ok(rules)
+}
+
+/// ELL3D with `k` slots per (relation, row) for rgcn_hetero_forward's `A[R, I, J]`, named
+/// `ell3d_<k>`: parameters `a, indptr_i, indices_i, indices_j, num_rels, m, n, nnz_i`;
+/// `RO = dense_fixed(num_rels)`, `IO = sparse_variable(RO, m, nnz_i, indptr_i, indices_i)`
+/// (each relation's rows, as the program's `I`), `JO = sparse_fixed(IO, n, k, indices_j)`;
+/// identity maps. Rows longer than `k` cannot be stored. As for [`ell_rule`], padding slots
+/// must hold column `n` with the format's `n` bound to at least `n + 1` (and `k`).
+pub fn ell3d_rule(k: i64) -> Result<FormatRewriteRule, DecomposeError> {
+    let src = format!(
+        "func ell3d_{k}(a: handle, indptr_i: handle, indices_i: handle, indices_j: handle, num_rels: i32, m: i32, n: i32, nnz_i: i32) {{\n  \
+         axis RO = dense_fixed(num_rels)\n  axis IO = sparse_variable(RO, m, nnz_i, indptr_i, indices_i)\n  \
+         axis JO = sparse_fixed(IO, n, {k}, indices_j)\n  \
+         buffer A = match_sparse_buffer(a, [RO, IO, JO], f32)\n}}\n"
+    );
+    ready_rule(
+        format!("ell3d_{k}"),
+        &src,
+        &["R", "I", "J"],
+        &["RO", "IO", "JO"],
+        &[("R", &["RO"]), ("I", &["IO"]), ("J", &["JO"])],
+        Some("(r, i, j) => (r, i, j)"),
+        "(ro, io, jo) => (ro, io, jo)",
     )
 }
 
@@ -328,8 +517,8 @@ struct Resolved {
     after: Vec<AxisId>,
     /// For each new axis, the index of the old axis it comes from.
     origin: Vec<usize>,
-    idx_map: IndexMap,
-    inv_idx_map: IndexMap,
+    idx_map: Option<Mapped>,
+    inv_idx_map: Mapped,
 }
 
 /// Rewrites the buffers named by `rules` into their new formats (see the module docs).
@@ -436,8 +625,10 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
             Err(DecomposeError::ArityMismatch { rule: rn.clone(), map, what, expected, found })
         }
     };
-    arity("idx_map", "parameters", before.len(), rule.idx_map.arity())?;
-    arity("idx_map", "results", after_fmt.len(), rule.idx_map.num_results())?;
+    if let Some(m) = &rule.idx_map {
+        arity("idx_map", "parameters", before.len(), m.arity())?;
+        arity("idx_map", "results", after_fmt.len(), m.num_results())?;
+    }
     arity("inv_idx_map", "parameters", after_fmt.len(), rule.inv_idx_map.arity())?;
     arity("inv_idx_map", "results", before.len(), rule.inv_idx_map.num_results())?;
 
@@ -531,8 +722,11 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
         after: after_fmt.iter().filter_map(|a| amap.get(a).copied()).collect(),
         before,
         origin,
-        idx_map: rule.idx_map.clone(),
-        inv_idx_map: rule.inv_idx_map.clone(),
+        idx_map: match &rule.idx_map {
+            Some(m) => Some(Mapped::new(&rn, "idx_map", m, fmt, &bmap, &vmap)?),
+            None => None,
+        },
+        inv_idx_map: Mapped::new(&rn, "inv_idx_map", &rule.inv_idx_map, fmt, &bmap, &vmap)?,
         name: rn,
     })
 }
@@ -643,7 +837,10 @@ impl Copier<'_> {
                     if direct {
                         Expr::Load(nb, new_it.iter().map(|v| Expr::Var(*v)).collect())
                     } else {
-                        Expr::Load(nb, r.idx_map.apply(all(idx)?))
+                        let m = r.idx_map.as_ref().ok_or_else(|| {
+                            self.err("an access to a rewritten buffer at other coordinates than the iterators (the rule has no idx_map)")
+                        })?;
+                        Expr::Load(nb, m.apply(all(idx)?))
                     }
                 }
                 _ => Expr::Load(*b, all(idx)?),

@@ -21,8 +21,8 @@ pub mod simplify;
 
 pub use atomic::{lower_atomic, ATOMIC_ATTR};
 pub use decompose::{
-    bsr_rule, decompose_format, ell_rule, extract_preprocess, padding_rule, remove_preprocess,
-    DecomposeError, FormatRewriteRule, IndexMap,
+    bsr_rule, decompose_format, ell3d_rule, ell_rule, extract_preprocess, hyb_rules, padding_rule,
+    remove_preprocess, DecomposeError, FormatRewriteRule, IndexMap,
 };
 pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;

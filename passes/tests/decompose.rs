@@ -349,7 +349,7 @@ fn arity_mismatch() {
     r.inv_idx_map = IndexMap::parse("(io, jo, ii, ji) => (io * 4 + ii)").unwrap();
     assert!(matches!(err(r), DecomposeError::ArityMismatch { map: "inv_idx_map", expected: 2, found: 1, .. }));
     let mut r = bsr_rule(4).unwrap();
-    r.idx_map = IndexMap::parse("(i) => (i, i, i, i)").unwrap();
+    r.idx_map = Some(IndexMap::parse("(i) => (i, i, i, i)").unwrap());
     assert!(matches!(err(r), DecomposeError::ArityMismatch { map: "idx_map", .. }));
 }
 
