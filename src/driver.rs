@@ -322,3 +322,32 @@ fn uniform(state: &mut u64) -> f32 {
     z ^= z >> 31;
     ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
 }
+
+/// Binds the structure of a hyb matrix to a function decomposed with
+/// `passes::hyb_rules(parts, widths)` (parameters `a_hyb_<p>_<b>`, `row_indices_hyb_<p>_<b>`,
+/// `indices_hyb_<p>_<b>`, `rows_hyb_<p>_<b>`, `n_hyb_<p>_<b>`). The bucket values start at
+/// zero: the decomposed program's preprocess fills them from the original matrix. Padding
+/// slots get column `n`, which the decomposed program guards away.
+pub fn bind_hyb<I: sparsec_formats::scalar::Index, V: sparsec_formats::scalar::Value>(
+    args: &mut sparsec_ir::data::Args,
+    hyb: &sparsec_formats::compose::Hyb<I, V>,
+) {
+    use sparsec_ir::data::Array;
+    let n = hyb.shape().1;
+    for (p, part) in hyb.parts().iter().enumerate() {
+        for (b, bucket) in part.iter().enumerate() {
+            let (s, w) = (format!("hyb_{p}_{b}"), bucket.width());
+            let mut cols: Vec<i32> = bucket.col_indices().iter().map(|c| c.to_i64() as i32).collect();
+            for (r, &c) in bucket.counts().iter().enumerate() {
+                for slot in &mut cols[r * w + c.to_i64() as usize..(r + 1) * w] {
+                    *slot = n as i32;
+                }
+            }
+            let rows: Vec<i32> = bucket.row_indices().iter().map(|r| r.to_i64() as i32).collect();
+            args.array(format!("a_{s}"), Array::F32(vec![0.0; bucket.len() * w]))
+                .array(format!("row_indices_{s}"), Array::I32(rows))
+                .array(format!("indices_{s}"), Array::I32(cols));
+            args.int(format!("rows_{s}"), bucket.len() as i64).int(format!("n_{s}"), (n + 1).max(w) as i64);
+        }
+    }
+}

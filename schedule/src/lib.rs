@@ -18,7 +18,8 @@
 //! * reductions and nest moves (Stage II/III): [`Schedule::decompose_reduction`],
 //!   [`Schedule::rfactor`], [`Schedule::compute_at`], [`Schedule::reverse_compute_at`];
 //! * any stage: [`Schedule::annotate`], [`Schedule::unannotate`], and the lowering steps
-//!   [`Schedule::lower_sparse_iter`] and [`Schedule::lower_sparse_buffer`].
+//!   [`Schedule::lower_sparse_iter`] and [`Schedule::lower_sparse_buffer`], and the GPU passes
+//!   [`Schedule::lower_atomic`] and [`Schedule::horizontal_fusion`].
 //!
 //! [`Trace::replay`] re-applies a trace to the original function; traces serialise to JSON.
 //!

@@ -227,4 +227,26 @@ impl Schedule {
         self.record(P, vec![], vec![]);
         Ok(())
     }
+
+    /// Applies `lower_atomic` (Stage II/III): accumulations in blocks annotated
+    /// `atomic = true`, or provably shared between GPU threads, become `atomic_add`.
+    pub fn lower_atomic(&mut self) -> Result<()> {
+        const P: &str = "lower_atomic";
+        self.need_loop_stage(P)?;
+        let g = sparsec_passes::lower_atomic(&self.func).map_err(|e| ScheduleError::Lowering(e.to_string()))?;
+        self.commit(P, g)?;
+        self.record(P, vec![], vec![]);
+        Ok(())
+    }
+
+    /// Applies `horizontal_fusion` (Stage II/III): runs of independent `blockIdx.x` kernels
+    /// become one launch. Loops outside the fused kernels keep their references.
+    pub fn horizontal_fusion(&mut self) -> Result<()> {
+        const P: &str = "horizontal_fusion";
+        self.need_loop_stage(P)?;
+        let g = sparsec_passes::horizontal_fusion(&self.func).map_err(|e| ScheduleError::Lowering(e.to_string()))?;
+        self.commit(P, g)?;
+        self.record(P, vec![], vec![]);
+        Ok(())
+    }
 }

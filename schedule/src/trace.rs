@@ -148,6 +148,16 @@ impl Replayer<'_> {
                 s.lower_sparse_iter()?;
                 none
             }
+            "lower_atomic" => {
+                self.arity(0)?;
+                s.lower_atomic()?;
+                none
+            }
+            "horizontal_fusion" => {
+                self.arity(0)?;
+                s.horizontal_fusion()?;
+                none
+            }
             "lower_sparse_buffer" => {
                 self.arity(0)?;
                 s.lower_sparse_buffer()?;

@@ -1,0 +1,97 @@
+//! The hyb example end to end: csrmm decomposed into hyb (`examples/hyb.sptir`), scheduled for
+//! a GPU (`examples/hyb.trace.json`: one ELL row per block, features across threads, atomic
+//! accumulation, the bucket kernels fused into one launch) and lowered — the numbers stay
+//! those of plain csrmm. The committed example files are golden: regenerate them with
+//! `SPARSEC_BLESS=1 cargo test --test hyb_pipeline`.
+
+mod common;
+
+use sparsec::formats::compose::Hyb;
+use sparsec::ir::text::{parse_func, print_func};
+use sparsec::ir::{AttrValue, Func, ThreadTag};
+use sparsec::schedule::{Schedule, Trace};
+
+const WIDTHS: [i64; 4] = [1, 2, 4, 8];
+
+fn decomposed(widths: &[i64]) -> Func {
+    let csrmm = common::workload("csrmm");
+    sparsec::passes::decompose_format(&csrmm, &sparsec::passes::hyb_rules(1, widths).unwrap()).unwrap()
+}
+
+fn schedule(g: Func, buckets: usize) -> Schedule {
+    let mut sch = Schedule::new(g).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    for b in 0..buckets {
+        let rows = sch.get_block(&format!("csrmm_hyb_0_{b}0")).unwrap();
+        let io = sch.get_loops(rows).unwrap()[0];
+        sch.bind(io, ThreadTag::BlockIdxX).unwrap();
+        let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
+        let k = sch.get_loops(inner).unwrap()[1];
+        sch.bind(k, ThreadTag::ThreadIdxX).unwrap();
+        // Chunks of one long row live in several ELL rows: their updates to C collide.
+        sch.annotate(inner, "atomic", AttrValue::Bool(true)).unwrap();
+    }
+    sch.lower_atomic().unwrap();
+    sch.horizontal_fusion().unwrap();
+    sch.lower_sparse_buffer().unwrap();
+    sch
+}
+
+fn path(name: &str) -> String {
+    format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn golden(name: &str, text: &str) {
+    if std::env::var_os("SPARSEC_BLESS").is_some() {
+        std::fs::write(path(name), text).unwrap();
+    }
+    let committed = std::fs::read_to_string(path(name)).unwrap_or_default();
+    assert_eq!(committed, text, "examples/{name} is out of date: rerun with SPARSEC_BLESS=1");
+}
+
+#[test]
+fn the_example_files_are_current_and_replay() {
+    let g = decomposed(&WIDTHS);
+    golden("hyb.sptir", &print_func(&g));
+    let sch = schedule(g.clone(), WIDTHS.len());
+    golden("hyb.trace.json", &sch.trace().to_json());
+    // What `sparsec lower examples/hyb.sptir --schedule examples/hyb.trace.json` does.
+    let parsed = parse_func("hyb", &std::fs::read_to_string(path("hyb.sptir")).unwrap()).unwrap();
+    let trace = Trace::from_json(&std::fs::read_to_string(path("hyb.trace.json")).unwrap()).unwrap();
+    let replayed = trace.replay(&parsed).unwrap();
+    assert_eq!(replayed.text(), sch.text());
+    let text = sch.text();
+    assert_eq!(text.matches("blockIdx.x(").count(), 1, "the four bucket kernels are one launch:\n{text}");
+    assert_eq!(text.matches("atomic_add(C[").count(), 4, "{text}");
+}
+
+/// On every shared and generated matrix, with the buckets its rows need (long rows split
+/// into chunks of 8).
+#[test]
+fn the_scheduled_hyb_program_computes_csrmm() {
+    let csrmm = common::workload("csrmm");
+    let mut ran = 0;
+    for (name, m) in common::all_matrices() {
+        let csr = sparsec::formats::Csr::<i64, f64>::try_new(
+            m.rows,
+            m.cols,
+            m.indptr.iter().map(|&x| x as i64).collect(),
+            m.indices.iter().map(|&x| x as i64).collect(),
+            m.vals.iter().map(|&v| v as f64).collect(),
+        )
+        .unwrap();
+        let hyb = Hyb::from_csr(&csr, 1, 3).unwrap();
+        let widths: Vec<i64> = hyb.bucket_widths().iter().map(|&w| w as i64).collect();
+        let sch = schedule(decomposed(&widths), widths.len());
+        let mut rng = common::Rng::new(11);
+        let Some(case) = common::workloads::case("csrmm", &m, &mut rng) else { continue };
+        let want = sparsec::interp::run(&csrmm, &case.args).unwrap();
+        let mut args = case.args.clone();
+        sparsec::driver::bind_hyb(&mut args, &hyb);
+        let got = sparsec::interp::run(sch.func(), &args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (g, w) = (common::output_f32(&got, "c"), common::output_f32(&want, "c"));
+        common::assert_close(&format!("hyb on {name}"), &g, &w, 1e-5);
+        ran += 1;
+    }
+    assert!(ran >= 14, "ran on {ran} matrices");
+}
