@@ -1025,3 +1025,96 @@ pub fn remove_preprocess(f: &Func) -> Func {
     g.body.retain(|s| !is_preprocess(s));
     g
 }
+
+/// GroupCOO (Insum) with groups of `g` entries for csrmm's `A[I, J]`, named `group_coo_<g>`:
+/// parameters `a, group_rows, indices, groups, n`; `GO = dense_fixed(groups)`,
+/// `GI = sparse_fixed(GO, n, g, indices)`, `GroupRows` over `[GO]`; inverse map
+/// `(go, gi) => (GroupRows[go], gi)` (no forward map: a row's entries span several groups).
+/// Padding slots must hold column `n`, with the format's `n` bound one larger.
+pub fn group_coo_rule(g: i64) -> Result<FormatRewriteRule, DecomposeError> {
+    let src = format!(
+        "func group_coo_{g}(a: handle, group_rows: handle, indices: handle, groups: i32, n: i32) {{\n  \
+         axis GO = dense_fixed(groups)\n  axis GI = sparse_fixed(GO, n, {g}, indices)\n  \
+         buffer A = match_sparse_buffer(a, [GO, GI], f32)\n  \
+         buffer GroupRows = match_sparse_buffer(group_rows, [GO], i32)\n}}\n"
+    );
+    ready_rule(
+        format!("group_coo_{g}"),
+        &src,
+        &["I", "J"],
+        &["GO", "GI"],
+        &[("I", &["GO"]), ("J", &["GI"])],
+        None,
+        "(go, gi) => (GroupRows[go], gi)",
+    )
+}
+
+/// BlockGroupCOO (Insum) over `b × b` blocks in groups of `g`, named `block_group_coo_<b>_<g>`:
+/// parameters `a, group_rows, block_cols, groups, nbc`; `GO = dense_fixed(groups)`,
+/// `GI = sparse_fixed(GO, nbc, g, block_cols)`, `BI = BJ = dense_fixed(b)`; inverse map
+/// `(go, gi, bi, bj) => (GroupRows[go] * b + bi, gi * b + bj)`. Padding slots must hold
+/// block column `nbc`, with the format's `nbc` bound one larger.
+pub fn block_group_coo_rule(b: i64, g: i64) -> Result<FormatRewriteRule, DecomposeError> {
+    let src = format!(
+        "func block_group_coo_{b}_{g}(a: handle, group_rows: handle, block_cols: handle, groups: i32, nbc: i32) {{\n  \
+         axis GO = dense_fixed(groups)\n  axis GI = sparse_fixed(GO, nbc, {g}, block_cols)\n  \
+         axis BI = dense_fixed({b})\n  axis BJ = dense_fixed({b})\n  \
+         buffer A = match_sparse_buffer(a, [GO, GI, BI, BJ], f32)\n  \
+         buffer GroupRows = match_sparse_buffer(group_rows, [GO], i32)\n}}\n"
+    );
+    ready_rule(
+        format!("block_group_coo_{b}_{g}"),
+        &src,
+        &["I", "J"],
+        &["GO", "GI", "BI", "BJ"],
+        &[("I", &["GO", "BI"]), ("J", &["GI", "BJ"])],
+        None,
+        &format!("(go, gi, bi, bj) => (GroupRows[go] * {b} + bi, gi * {b} + bj)"),
+    )
+}
+
+/// SR-BCRS `condense(t, g)` for csrmm's `A[I, J]`, named `sr_bcrs_<t>_<g>`: parameters
+/// `a, tile_ptr, col_indices, tiles, groups, max_groups`; `TO = dense_fixed(tiles)` (tiles of
+/// `t` rows), `Q = dense_variable(TO, max_groups, groups, tile_ptr)` (column groups of a tile),
+/// `R = dense_fixed(t)`, `S = dense_fixed(g)`; values over `[TO, Q, R, S]`, columns in
+/// `ColIndices` over `[TO, Q, S]`; inverse map `(to, q, r, s) => (to * t + r, ColIndices[to, q, s])`.
+/// Padding slots must hold column `n`.
+pub fn sr_bcrs_rule(t: i64, g: i64) -> Result<FormatRewriteRule, DecomposeError> {
+    let src = format!(
+        "func sr_bcrs_{t}_{g}(a: handle, tile_ptr: handle, col_indices: handle, tiles: i32, groups: i32, max_groups: i32) {{\n  \
+         axis TO = dense_fixed(tiles)\n  axis Q = dense_variable(TO, max_groups, groups, tile_ptr)\n  \
+         axis R = dense_fixed({t})\n  axis S = dense_fixed({g})\n  \
+         buffer A = match_sparse_buffer(a, [TO, Q, R, S], f32)\n  \
+         buffer ColIndices = match_sparse_buffer(col_indices, [TO, Q, S], i32)\n}}\n"
+    );
+    ready_rule(
+        format!("sr_bcrs_{t}_{g}"),
+        &src,
+        &["I", "J"],
+        &["TO", "Q", "R", "S"],
+        &[("I", &["TO", "R"]), ("J", &["Q", "S"])],
+        None,
+        &format!("(to, q, r, s) => (to * {t} + r, ColIndices[to, q, s])"),
+    )
+}
+
+/// 2:4 structured sparsity along the reduction axis of csrmm's `A[I, J]`, named `nm_2_4`:
+/// parameters `a, meta, rows, groups`; values over `[IO, G, S]` (`IO = dense_fixed(rows)`,
+/// `G = dense_fixed(groups)` groups of 4 columns, `S = dense_fixed(2)` kept slots), metadata
+/// `Meta` over `[IO, G]` holding `idx_lo | idx_hi << 2` per group as in PTX `mma.sp`; inverse
+/// map `(io, g, s) => (io, g * 4 + select(s == 0, Meta[io, g] % 4, Meta[io, g] // 4))`.
+pub fn nm_2_4_rule() -> Result<FormatRewriteRule, DecomposeError> {
+    let src = "func nm_2_4(a: handle, meta: handle, rows: i32, groups: i32) {\n  \
+               axis IO = dense_fixed(rows)\n  axis G = dense_fixed(groups)\n  axis S = dense_fixed(2)\n  \
+               buffer A = match_sparse_buffer(a, [IO, G, S], f32)\n  \
+               buffer Meta = match_sparse_buffer(meta, [IO, G], i32)\n}\n";
+    ready_rule(
+        "nm_2_4".to_string(),
+        src,
+        &["I", "J"],
+        &["IO", "G", "S"],
+        &[("I", &["IO"]), ("J", &["G", "S"])],
+        None,
+        "(io, g, s) => (io, g * 4 + select(s == 0, Meta[io, g] % 4, Meta[io, g] // 4))",
+    )
+}

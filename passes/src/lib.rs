@@ -21,8 +21,9 @@ pub mod simplify;
 
 pub use atomic::{lower_atomic, ATOMIC_ATTR};
 pub use decompose::{
-    bsr_rule, decompose_format, ell3d_rule, ell_rule, extract_preprocess, hyb_rules, padding_rule,
-    remove_preprocess, DecomposeError, FormatRewriteRule, IndexMap,
+    block_group_coo_rule, bsr_rule, decompose_format, ell3d_rule, ell_rule, extract_preprocess,
+    group_coo_rule, hyb_rules, nm_2_4_rule, padding_rule, remove_preprocess, sr_bcrs_rule,
+    DecomposeError, FormatRewriteRule, IndexMap,
 };
 pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;

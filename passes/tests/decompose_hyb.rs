@@ -6,6 +6,9 @@
 //! The runtime side lives here: [`bind_hyb`] turns a `compose::Hyb` into the arguments of
 //! the decomposed program (padding slots get column `n`, the format's `n` is `n + 1`).
 
+mod common;
+
+use common::*;
 use sparsec_formats::compose::Hyb;
 use sparsec_interp::run;
 use sparsec_ir::data::{Args, Array};
@@ -16,51 +19,19 @@ use sparsec_passes::decompose::{
 };
 use sparsec_passes::PassManager;
 
-const CSRMM: &str = include_str!("../../tests/workloads/csrmm.sptir");
+
 const RGCN: &str = include_str!("../../tests/workloads/rgcn_hetero_forward.sptir");
-const FEAT: usize = 4;
 
-type FCsr = sparsec_formats::Csr<i64, f64>;
 
-fn csrmm() -> Func {
-    parse_func("csrmm", CSRMM).unwrap()
-}
+
 
 fn rgcn() -> Func {
     parse_func("rgcn_hetero_forward", RGCN).unwrap()
 }
 
-struct Rng(u64);
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn val(&mut self) -> f32 {
-        ((self.next() % 2000) as f32 - 1000.0) / 500.0
-    }
-}
 
-fn i32s<T: Copy + TryInto<i32>>(v: &[T]) -> Array
-where
-    <T as TryInto<i32>>::Error: std::fmt::Debug,
-{
-    Array::I32(v.iter().map(|&x| x.try_into().unwrap()).collect())
-}
 
-fn assert_close(got: &Array, want: &Array, what: &str) {
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    assert_eq!(g.len(), w.len(), "{what}");
-    for (p, (x, y)) in g.iter().zip(&w).enumerate() {
-        assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{what}: [{p}] = {x}, expected {y}");
-    }
-}
-
-fn shared(name: &str) -> Option<FCsr> {
-    let (_, path) = sparsec_formats::shared_matrices().into_iter().find(|(n, _)| n == name)?;
-    Some(sparsec_formats::mtx::read_mtx_path(&path).unwrap())
-}
 
 /// Generated matrices: uniform, empty rows, power-law (rows far longer than 8), a full row,
 /// 1×1, and no entries at all.
@@ -78,18 +49,6 @@ fn generated() -> Vec<FCsr> {
 
 // ---- csrmm → hyb -------------------------------------------------------------------------
 
-fn csrmm_args(m: &FCsr) -> Args {
-    let mut r = Rng(99);
-    let b: Vec<f32> = (0..m.cols() * FEAT).map(|_| r.val()).collect();
-    let mut a = Args::new();
-    a.array("a", Array::F32(m.values().iter().map(|&v| v as f32).collect()))
-        .array("b", Array::F32(b))
-        .array("c", Array::F32(vec![7.0; m.rows() * FEAT]))
-        .array("indptr", i32s(m.indptr()))
-        .array("indices", i32s(m.indices()));
-    a.int("m", m.rows() as i64).int("n", m.cols() as i64).int("feat_size", FEAT as i64).int("nnz", m.nnz() as i64);
-    a
-}
 
 /// Binds the arguments of every `hyb_<p>_<b>` rule from `hyb`: zero values, the bucket's
 /// rows, its columns with padding slots (past `counts`) moved to column `n`, `rows` and
