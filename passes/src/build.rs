@@ -42,6 +42,15 @@ pub fn int(v: i64, d: DType) -> Expr {
     Expr::Int(v, d)
 }
 
+/// The zero of a dtype (`false` for bool).
+pub fn zero(d: DType) -> Expr {
+    match d {
+        DType::Bool => Expr::Bool(false),
+        d if d.is_float() => Expr::Float(0.0, d),
+        d => Expr::Int(0, d),
+    }
+}
+
 /// A statement without a source span.
 pub fn stmt(kind: StmtKind) -> Stmt {
     Stmt::new(kind)

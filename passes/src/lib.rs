@@ -17,6 +17,7 @@ pub mod decompose;
 mod hfusion;
 mod lower_buffer;
 mod lower_iter;
+pub mod scope;
 pub mod simplify;
 
 pub use atomic::{lower_atomic, ATOMIC_ATTR};

@@ -14,6 +14,7 @@ use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{Block, BlockIter, Buffer, BufferId, For, Func, Layout, Region, Stmt, StmtKind, Storage, VarId};
 use sparsec_ir::{walk_stmts, Attrs, AxisKind, ForKind, IterKind, Scope, Span};
 use sparsec_passes::build::int;
+use sparsec_passes::scope::{bound_inside, depends_on};
 use std::collections::HashSet;
 
 type Result<T> = std::result::Result<T, ScheduleError>;
@@ -84,36 +85,7 @@ fn uses_of(body: &[Stmt], b: BufferId) -> Uses {
     u
 }
 
-/// Variables bound and buffers allocated inside `body`.
-fn bound_inside(body: &[Stmt]) -> (HashSet<VarId>, HashSet<BufferId>) {
-    let mut vars = HashSet::new();
-    let mut bufs = HashSet::new();
-    walk_stmts(body, &mut |s| match &s.kind {
-        StmtKind::For(l) => {
-            vars.insert(l.var);
-        }
-        StmtKind::Let { var, .. } => {
-            vars.insert(*var);
-        }
-        StmtKind::Block(b) => vars.extend(b.iters.iter().map(|i| i.var)),
-        StmtKind::SpIter(it) => vars.extend(it.vars.iter().copied()),
-        StmtKind::Alloc(b) => {
-            bufs.insert(*b);
-        }
-        _ => {}
-    });
-    (vars, bufs)
-}
 
-fn depends_on(e: &Expr, vars: &HashSet<VarId>, bufs: &HashSet<BufferId>) -> bool {
-    let mut hit = false;
-    e.walk(&mut |x| match x {
-        Expr::Var(v) => hit |= vars.contains(v),
-        Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => hit |= bufs.contains(b),
-        _ => {}
-    });
-    hit
-}
 
 /// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
 fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {

@@ -17,8 +17,8 @@ use sparsec_ir::func::{
     Storage, VarId,
 };
 use sparsec_ir::span::Span;
-use sparsec_ir::{DType, IterKind, Scope};
-use sparsec_passes::build::int;
+use sparsec_ir::{IterKind, Scope};
+use sparsec_passes::build::{int, zero};
 use sparsec_passes::simplify::{child_lists_mut, simplify_expr};
 use std::collections::{HashMap, HashSet};
 
@@ -46,15 +46,6 @@ pub(crate) fn list_at<'a>(body: &'a [Stmt], path: &[(usize, usize)]) -> Option<&
     p.kind.child_lists().into_iter().nth(last.0).map(Vec::as_slice)
 }
 
-/// Variables a statement binds for its children.
-fn binders(k: &StmtKind) -> Vec<VarId> {
-    match k {
-        StmtKind::SpIter(it) => it.vars.clone(),
-        StmtKind::For(l) => vec![l.var],
-        StmtKind::Block(b) => b.iters.iter().map(|i| i.var).collect(),
-        _ => vec![],
-    }
-}
 
 /// Variables in scope just before the statement at `path` (bound by enclosing statements or
 /// by earlier `let`s of enclosing lists), scalar parameters included.
@@ -74,7 +65,7 @@ pub(crate) fn vars_in_scope(f: &Func, path: &[(usize, usize)]) -> HashSet<VarId>
         if k + 1 == path.len() {
             break;
         }
-        vars.extend(binders(&s.kind));
+        vars.extend(tree::binders(&s.kind));
         match path.get(k + 1).and_then(|&(l, _)| s.kind.child_lists().into_iter().nth(l)) {
             Some(next) => list = next,
             None => break,
@@ -201,14 +192,6 @@ fn point_regions(stmts: &[Stmt], writes: bool) -> Vec<Region> {
     out
 }
 
-/// A zero of `d`.
-fn zero(d: DType) -> Expr {
-    if d.is_float() {
-        Expr::Float(0.0, d)
-    } else {
-        int(0, d)
-    }
-}
 
 /// `a && b`, dropping literal `true`s.
 fn and(a: Option<Expr>, b: Expr) -> Option<Expr> {

@@ -85,8 +85,8 @@ pub(crate) struct Fresh {
     taken: HashSet<String>,
 }
 
-/// Variables a statement binds for its children.
-fn binders(k: &StmtKind) -> Vec<VarId> {
+/// Variables a statement binds for its children (a `let`, for the rest of its list).
+pub(crate) fn binders(k: &StmtKind) -> Vec<VarId> {
     match k {
         StmtKind::SpIter(it) => it.vars.clone(),
         StmtKind::For(l) => vec![l.var],

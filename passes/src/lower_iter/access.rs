@@ -6,20 +6,12 @@
 //! stored yields the buffer's default; a store to one is guarded away.
 
 use super::Lowerer;
-use crate::build::{add, int, stmt, store, sub};
+use crate::build::{add, int, stmt, store, sub, zero};
 use crate::PassError;
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{AxisId, BufferId, Layout, Stmt, StmtKind};
-use sparsec_ir::{AxisKind, DType};
+use sparsec_ir::AxisKind;
 
-/// The zero of a dtype.
-pub(super) fn zero(d: DType) -> Expr {
-    match d {
-        DType::Bool => Expr::Bool(false),
-        d if d.is_float() => Expr::Float(0.0, d),
-        d => Expr::Int(0, d),
-    }
-}
 
 impl Lowerer<'_> {
     /// Number of stored positions in the row of axis `a` picked by `row` (the positions of its

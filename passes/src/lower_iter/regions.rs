@@ -4,6 +4,7 @@
 
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{Block, BufferId, Func, Layout, Region, RegionRange, Stmt, StmtKind, VarId};
+use crate::scope::{bound_inside, depends_on};
 use sparsec_ir::AxisKind;
 use std::collections::HashSet;
 
@@ -40,7 +41,9 @@ struct Collect {
 fn block_regions(f: &Func, b: &Block) -> (Vec<Region>, Vec<Region>) {
     let mut c = Collect::default();
     for list in b.init.iter().chain(std::iter::once(&b.body)) {
-        bound_vars(list, &mut c);
+        let (vars, bufs) = bound_inside(list);
+        c.inner.extend(vars);
+        c.local.extend(bufs);
     }
     for list in b.init.iter().chain(std::iter::once(&b.body)) {
         accesses(list, &mut c);
@@ -55,7 +58,7 @@ fn block_regions(f: &Func, b: &Block) -> (Vec<Region>, Vec<Region>) {
                 .iter()
                 .enumerate()
                 .map(|(d, e)| {
-                    if uses_any(e, &c.inner, &c.local) {
+                    if depends_on(e, &c.inner, &c.local) {
                         RegionRange { begin: Expr::Int(0, f.expr_dtype(e)), end: Some(dim_extent(f, *buf, d)) }
                     } else {
                         RegionRange { begin: e.clone(), end: None }
@@ -85,32 +88,7 @@ fn dim_extent(f: &Func, b: BufferId, d: usize) -> Expr {
     }
 }
 
-/// Whether `e` depends on something bound inside the block.
-fn uses_any(e: &Expr, vars: &HashSet<VarId>, local: &HashSet<BufferId>) -> bool {
-    let mut hit = false;
-    e.walk(&mut |x| match x {
-        Expr::Var(v) => hit |= vars.contains(v),
-        Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => hit |= local.contains(b),
-        _ => {}
-    });
-    hit
-}
 
-fn bound_vars(stmts: &[Stmt], c: &mut Collect) {
-    sparsec_ir::walk_stmts(stmts, &mut |s| match &s.kind {
-        StmtKind::For(l) => {
-            c.inner.insert(l.var);
-        }
-        StmtKind::Let { var, .. } => {
-            c.inner.insert(*var);
-        }
-        StmtKind::Block(b) => c.inner.extend(b.iters.iter().map(|i| i.var)),
-        StmtKind::Alloc(b) => {
-            c.local.insert(*b);
-        }
-        _ => {}
-    });
-}
 
 fn accesses(stmts: &[Stmt], c: &mut Collect) {
     sparsec_ir::walk_stmts(stmts, &mut |s| {
