@@ -1,6 +1,6 @@
 //! The `sparsec` command line, end to end.
 
-mod common;
+use sparsec_testkit as common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

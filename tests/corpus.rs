@@ -4,7 +4,7 @@
 //! matrix in `$SPARSEC_DATA` and on generated ones, and must match a dense computation written
 //! in plain Rust (`common/workloads.rs`), fp32 rtol 1e-5.
 
-mod common;
+use sparsec_testkit as common;
 
 use common::workloads::WORKLOADS;
 

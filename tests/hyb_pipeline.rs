@@ -4,7 +4,7 @@
 //! those of plain csrmm. The committed example files are golden: regenerate them with
 //! `SPARSEC_BLESS=1 cargo test --test hyb_pipeline`.
 
-mod common;
+use sparsec_testkit as common;
 
 use sparsec::formats::compose::Hyb;
 use sparsec::ir::text::{parse_func, print_func};

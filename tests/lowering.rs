@@ -3,7 +3,7 @@
 //! the same outputs at Stage I, II and III (fp32 rtol 1e-5, integers exactly). Outputs start
 //! filled with a sentinel, so a lowering that misses an `init` fails.
 
-mod common;
+use sparsec_testkit as common;
 
 use sparsec::ir::Stage;
 use sparsec_passes::PassManager;

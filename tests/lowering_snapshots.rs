@@ -1,7 +1,7 @@
 //! Golden text of every workload at Stage II and Stage III (insta snapshots under
 //! `tests/snapshots/`). Each stage also prints, parses and prints back identically.
 
-mod common;
+use sparsec_testkit as common;
 
 use sparsec::ir::text::{parse_func, print_func};
 use sparsec::ir::Stage;

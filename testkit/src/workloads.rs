@@ -3,7 +3,7 @@
 //! Oracles are plain Rust over dense data, accumulating in f32 in the order of the program.
 //! Output arrays start filled with a sentinel (7.0), so a missing `init` shows up.
 
-use super::{Mat, Rng};
+use crate::{Mat, Rng};
 use sparsec::ir::data::{Args, Array};
 
 /// One run: the arguments and the expected contents of the output arrays.

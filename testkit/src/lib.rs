@@ -1,7 +1,7 @@
-//! Helpers shared by the end-to-end tests: a plain CSR matrix, a seeded RNG, the matrix sets,
+//! Test support shared by every crate's end-to-end tests: a plain CSR matrix, a seeded RNG,
 //! the workloads with their oracles, and float comparison.
-#![allow(dead_code)]
 
+/// The corpus workloads with inputs and oracles.
 pub mod workloads;
 
 use sparsec::ir::data::{Args, Array};
@@ -9,7 +9,7 @@ use sparsec::ir::Func;
 
 /// Parses and verifies `tests/workloads/<name>.sptir`.
 pub fn workload(name: &str) -> Func {
-    let path = format!("{}/tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
     let f = sparsec::ir::text::parse_func(&path, &text).unwrap_or_else(|e| panic!("{e}"));
     if let Err(errs) = sparsec::ir::verify::verify_func(&f) {
