@@ -1,0 +1,101 @@
+//! CPU JIT against the interpreter and the testkit oracles: every workload, unscheduled and
+//! scheduled, on every shared and generated matrix (fp32 rtol 1e-5).
+
+use super::common::{gpu_scheduled, stage3};
+use sparsec_backend_mlir::{CpuKernel, CpuOptions};
+use sparsec_ir::Func;
+use sparsec_testkit as kit;
+
+/// Cases up to this many nonzeros are also run by the interpreter (larger ones only against
+/// the dense oracle, which the interpreter matches in `tests/corpus.rs`).
+const INTERP_NNZ: usize = 20_000;
+
+fn variants(name: &str) -> Vec<(&'static str, Func)> {
+    let plain = stage3(name);
+    let mut v = vec![("unscheduled", plain.clone())];
+    if let Some(f) = gpu_scheduled(name) {
+        v.push(("gpu schedule", f));
+    }
+    v.push(("cpu schedule", super::common::cpu_scheduled(name)));
+    v
+}
+
+fn check(name: &str) {
+    let reference = stage3(name);
+    let kernels: Vec<(&str, CpuKernel)> = variants(name)
+        .into_iter()
+        .map(|(what, f)| {
+            let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+            (what, k)
+        })
+        .collect();
+    kit::for_each_case(name, |mname, c| {
+        let nnz = c.args.arrays.values().map(|a| a.len()).max().unwrap_or(0);
+        let interp = (nnz <= INTERP_NNZ).then(|| {
+            sparsec_interp::run(&reference, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: interpreter: {e}"))
+        });
+        for (what, k) in &kernels {
+            let mut out = c.args.clone();
+            k.run(&mut out).unwrap_or_else(|e| panic!("{name} ({what}) on {mname}: {e}"));
+            for (param, want) in &c.expected {
+                let got = kit::output_f32(&out, param);
+                kit::assert_close(&format!("{name} ({what}) on {mname}: {param} vs oracle"), &got, want, 1e-5);
+                if let Some(i) = &interp {
+                    let want = kit::output_f32(i, param);
+                    kit::assert_close(&format!("{name} ({what}) on {mname}: {param} vs interpreter"), &got, &want, 1e-5);
+                }
+            }
+        }
+    });
+}
+
+macro_rules! cpu_tests {
+    ($($name:ident),* $(,)?) => {
+        $(#[test]
+        fn $name() {
+            check(stringify!($name));
+        })*
+    };
+}
+
+cpu_tests!(
+    csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
+    sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
+    rgcn_hetero_forward, sparse_softmax, csr2bsr,
+);
+
+#[test]
+fn square_sum_two_k() {
+    check("square_sum_two_K");
+}
+
+#[test]
+fn run_cpu_has_the_interpreter_contract() {
+    let f = stage3("csrmm");
+    kit::for_each_case("csrmm", |mname, c| {
+        if c.args.arrays.values().map(|a| a.len()).max().unwrap_or(0) > INTERP_NNZ {
+            return;
+        }
+        let want = sparsec_interp::run(&f, &c.args).unwrap();
+        let got = sparsec_backend_mlir::run_cpu(&f, &c.args).unwrap_or_else(|e| panic!("{mname}: {e}"));
+        assert_eq!(got.arrays.keys().collect::<Vec<_>>(), want.arrays.keys().collect::<Vec<_>>());
+        for (k, a) in &want.arrays {
+            let g = &got.arrays[k];
+            assert_eq!(g.dtype(), a.dtype(), "{k}");
+            kit::assert_close(&format!("{mname}: {k}"), &g.to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                &a.to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>(), 1e-5);
+        }
+        assert_eq!(got.scalars, want.scalars);
+    });
+}
+
+#[test]
+fn cpu_schedule_runs_on_threads() {
+    let f = super::common::cpu_scheduled("csrmm");
+    let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
+    assert!(k.is_threaded(), "the CPU schedule of csrmm must use scf.parallel");
+    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
+    assert!(text.contains("scf.parallel"), "{text}");
+    let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
+    assert!(!serial.is_threaded());
+}

@@ -1,0 +1,55 @@
+//! GPU modules: verified for every workload, golden MLIR and PTX for csrmm, sddmm, bsrmm.
+
+use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, sddmm_gpu, stage3};
+use sparsec_backend_mlir::{emit_mlir, emit_ptx, gpu_plan};
+use sparsec_testkit::workloads::WORKLOADS;
+
+#[test]
+fn every_workload_gives_a_verified_gpu_module() {
+    for name in WORKLOADS {
+        let text = emit_mlir(&stage3(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains("gpu.launch_func"), "{name}");
+    }
+    for f in [csrmm_gpu(), sddmm_gpu(), bsrmm_gpu(), ellmm_gpu()] {
+        emit_mlir(&f).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+    }
+}
+
+#[test]
+fn golden_mlir() {
+    insta::assert_snapshot!("csrmm_gpu_mlir", emit_mlir(&csrmm_gpu()).unwrap());
+    insta::assert_snapshot!("sddmm_gpu_mlir", emit_mlir(&sddmm_gpu()).unwrap());
+    insta::assert_snapshot!("bsrmm_gpu_mlir", emit_mlir(&bsrmm_gpu()).unwrap());
+}
+
+#[test]
+fn golden_ptx() {
+    for chip in ["sm_80", "sm_90"] {
+        for (name, f) in [("csrmm", csrmm_gpu()), ("sddmm", sddmm_gpu()), ("bsrmm", bsrmm_gpu())] {
+            let ptx = emit_ptx(&f, chip).unwrap_or_else(|e| panic!("{name} {chip}: {e}"));
+            assert!(ptx.contains(&format!(".target {chip}")), "{ptx}");
+            assert!(ptx.contains(".entry"), "{ptx}");
+            insta::assert_snapshot!(format!("{name}_{chip}_ptx"), ptx);
+        }
+    }
+}
+
+#[test]
+fn launch_plan() {
+    let plan = gpu_plan(&csrmm_gpu()).unwrap();
+    assert_eq!(plan.launches.len(), 1);
+    insta::assert_snapshot!("csrmm_gpu_plan", plan.to_json());
+    // Unbound code runs on a 1 x 1 grid.
+    let plain = gpu_plan(&stage3("csrmm")).unwrap();
+    assert_eq!(plain.launches[0].grid, ["1".to_string(), "1".to_string(), "1".to_string()]);
+}
+
+#[test]
+fn function_level_allocations_go_to_the_host() {
+    let f = stage3("sparse_softmax");
+    let plan = gpu_plan(&f).unwrap();
+    assert_eq!(plan.allocs.len(), 2, "{plan:?}");
+    let text = emit_mlir(&f).unwrap();
+    assert!(text.contains("gpu.alloc") && text.contains("gpu.memset") && text.contains("gpu.dealloc"), "{text}");
+    emit_ptx(&f, "sm_80").unwrap();
+}
