@@ -124,3 +124,11 @@ pub fn cpu_scheduled(name: &str) -> Func {
     }
     f
 }
+
+/// A golden snapshot in `backend-mlir/tests/snapshots/`.
+pub fn snapshot(name: &str, text: &str) {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("../snapshots");
+    s.set_prepend_module_to_snapshot(false);
+    s.bind(|| insta::assert_snapshot!(name.to_string(), text));
+}

@@ -1,6 +1,6 @@
 //! GPU modules: verified for every workload, golden MLIR and PTX for csrmm, sddmm, bsrmm.
 
-use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, sddmm_gpu, stage3};
+use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, sddmm_gpu, snapshot, stage3};
 use sparsec_backend_mlir::{emit_mlir, emit_ptx, gpu_plan};
 use sparsec_testkit::workloads::WORKLOADS;
 
@@ -17,9 +17,9 @@ fn every_workload_gives_a_verified_gpu_module() {
 
 #[test]
 fn golden_mlir() {
-    insta::assert_snapshot!("csrmm_gpu_mlir", emit_mlir(&csrmm_gpu()).unwrap());
-    insta::assert_snapshot!("sddmm_gpu_mlir", emit_mlir(&sddmm_gpu()).unwrap());
-    insta::assert_snapshot!("bsrmm_gpu_mlir", emit_mlir(&bsrmm_gpu()).unwrap());
+    snapshot("csrmm_gpu_mlir", &emit_mlir(&csrmm_gpu()).unwrap());
+    snapshot("sddmm_gpu_mlir", &emit_mlir(&sddmm_gpu()).unwrap());
+    snapshot("bsrmm_gpu_mlir", &emit_mlir(&bsrmm_gpu()).unwrap());
 }
 
 #[test]
@@ -29,7 +29,7 @@ fn golden_ptx() {
             let ptx = emit_ptx(&f, chip).unwrap_or_else(|e| panic!("{name} {chip}: {e}"));
             assert!(ptx.contains(&format!(".target {chip}")), "{ptx}");
             assert!(ptx.contains(".entry"), "{ptx}");
-            insta::assert_snapshot!(format!("{name}_{chip}_ptx"), ptx);
+            snapshot(&format!("{name}_{chip}_ptx"), &ptx);
         }
     }
 }
@@ -38,7 +38,7 @@ fn golden_ptx() {
 fn launch_plan() {
     let plan = gpu_plan(&csrmm_gpu()).unwrap();
     assert_eq!(plan.launches.len(), 1);
-    insta::assert_snapshot!("csrmm_gpu_plan", plan.to_json());
+    snapshot("csrmm_gpu_plan", &plan.to_json());
     // Unbound code runs on a 1 x 1 grid.
     let plain = gpu_plan(&stage3("csrmm")).unwrap();
     assert_eq!(plain.launches[0].grid, ["1".to_string(), "1".to_string(), "1".to_string()]);
