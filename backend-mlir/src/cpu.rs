@@ -20,7 +20,7 @@ use mlir_sys::{
     MlirStringRef,
 };
 use sparsec_ir::data::{Args, Array, Scalar};
-use sparsec_ir::{DType, Func, Storage};
+use sparsec_ir::{BinOp, DType, Expr, Func, Layout, ParamKind, Storage};
 use std::ffi::c_void;
 
 /// Options of the CPU path.
@@ -297,7 +297,11 @@ impl CpuKernel {
                 for (h, b) in self.func.buffers.iter() {
                     if b.storage == Storage::Param(p) {
                         bound = true;
-                        let n = sparsec_interp::buffer_len(&self.func, h, args).map_err(|e| MlirError::Size(e.to_string()))?;
+                        let n = match scalar_len(&self.func, b, args) {
+                            Some(n) => n,
+                            None => sparsec_interp::buffer_len(&self.func, h, args)
+                                .map_err(|e| MlirError::Size(e.to_string()))?,
+                        };
                         needed = needed.max(n);
                     }
                 }
@@ -359,6 +363,54 @@ impl CpuKernel {
             }
         }
     }
+}
+
+/// The storage length of a dense buffer whose shape only uses integer scalars (the common
+/// Stage-III case), without copying the arrays as the interpreter's sizing does; `None` when
+/// the shape needs more (then the interpreter sizes it).
+fn scalar_len(func: &Func, b: &sparsec_ir::Buffer, args: &Args) -> Option<usize> {
+    fn eval(func: &Func, e: &Expr, args: &Args) -> Option<i64> {
+        Some(match e {
+            Expr::Int(v, _) => *v,
+            Expr::Var(v) => {
+                let name = &func.vars.try_get(*v)?.name;
+                func.params.iter().find(|p| p.kind == ParamKind::Scalar(*v))?;
+                match args.scalars.get(name)? {
+                    Scalar::Int(x) => *x,
+                    _ => return None,
+                }
+            }
+            Expr::Cast(d, x) if d.is_int() => eval(func, x, args)?,
+            Expr::Binary(op, x, y) => {
+                let (a, c) = (eval(func, x, args)?, eval(func, y, args)?);
+                match op {
+                    BinOp::Add => a.checked_add(c)?,
+                    BinOp::Sub => a.checked_sub(c)?,
+                    BinOp::Mul => a.checked_mul(c)?,
+                    BinOp::Div => a.checked_div(c)?,
+                    BinOp::FloorDiv => a.checked_div_euclid(c).filter(|_| c > 0)?,
+                    BinOp::FloorMod => a.checked_rem_euclid(c).filter(|_| c > 0)?,
+                    BinOp::Min => a.min(c),
+                    BinOp::Max => a.max(c),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+    let Layout::Dense(shape) = &b.layout else { return None };
+    let mut n = 1i64;
+    for d in shape {
+        let d = eval(func, d, args)?;
+        if d < 0 {
+            return None;
+        }
+        n = n.checked_mul(d)?;
+    }
+    if let Some(e) = &b.extra_storage {
+        n = n.checked_add(eval(func, e, args)?)?;
+    }
+    usize::try_from(n).ok()
 }
 
 /// Runs a Stage-III function on the CPU with the interpreter's contract: the same arguments
