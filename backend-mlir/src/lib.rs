@@ -42,6 +42,7 @@ mod context;
 mod cpu;
 mod error;
 mod gpu;
+mod hoist;
 mod translate;
 
 pub use abi::{signature, AbiParam, ArgKind};

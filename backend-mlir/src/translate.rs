@@ -53,6 +53,8 @@ pub(crate) struct Tr<'c, 'f> {
     pub workgroup: usize,
     /// Depth of enclosing `scf.parallel` loops.
     par_depth: usize,
+    /// Loads read once before the enclosing loops (see `hoist`).
+    hoisted: Vec<(Expr, Val<'c>)>,
 }
 
 fn width(d: DType) -> u32 {
@@ -83,6 +85,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             entry: None,
             workgroup: 0,
             par_depth: 0,
+            hoisted: Vec::new(),
         }
     }
 
@@ -377,6 +380,9 @@ impl<'c, 'f> Tr<'c, 'f> {
             }
             Expr::Call(f, args) => self.call(b, *f, args),
             Expr::Load(buf, idx) => {
+                if let Some((_, v)) = self.hoisted.iter().rev().find(|(k, _)| k == e) {
+                    return Ok(*v);
+                }
                 let m = self.buf_val(*buf)?;
                 let d = self.buf_dtype(*buf)?;
                 let i = self.flat_index(b, *buf, idx)?;
@@ -828,6 +834,33 @@ impl<'c, 'f> Tr<'c, 'f> {
             (Target::Cpu { parallel: true }, ForKind::Thread(t)) => t.is_block() && self.par_depth == 0,
             _ => false,
         };
+        let hoist = match self.target {
+            Target::Cpu { .. } if !parallel => crate::hoist::invariant_loads(self.func, f),
+            _ => Vec::new(),
+        };
+        if hoist.is_empty() {
+            return self.loop_op(b, f, dtype, parallel, [lb, ub, step]);
+        }
+        // Invariant loads run once, when the loop runs at least once.
+        let runs = self.cmpi(b, 2, lb, ub)?;
+        let region = self.region(&[], |t, blk, _| {
+            let depth = t.hoisted.len();
+            for h in &hoist {
+                let v = t.expr(blk, &h.outside)?;
+                t.hoisted.push((h.key.clone(), v));
+            }
+            let r = t.loop_op(blk, f, dtype, parallel, [lb, ub, step]);
+            t.hoisted.truncate(depth);
+            r?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, Region::new()])?);
+        Ok(())
+    }
+
+    /// Emits `scf.for` or `scf.parallel` over `lb..ub` with the loop's body.
+    fn loop_op(&mut self, b: &Block<'c>, f: &'f For, dtype: DType, parallel: bool, [lb, ub, step]: [Val<'c>; 3]) -> Result<()> {
+        let it = self.index();
         let var = f.var;
         self.par_depth += parallel as usize;
         let outer_entry = self.entry;
