@@ -15,11 +15,11 @@ pub(crate) fn new_context() -> Context {
     register_all_passes();
     let registry = DialectRegistry::new();
     register_all_dialects(&registry);
-    let context = Context::new();
+    // No MLIR thread pool: worker threads in the process are the async runtime's.
+    let context = Context::new_with_threading(false);
     context.append_dialect_registry(&registry);
     context.load_all_available_dialects();
     register_all_llvm_translations(&context);
-    context.enable_multi_threading(false);
     context
 }
 

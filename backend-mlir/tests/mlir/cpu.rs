@@ -98,4 +98,19 @@ fn cpu_schedule_runs_on_threads() {
     assert!(text.contains("scf.parallel"), "{text}");
     let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
     assert!(!serial.is_threaded());
+    // Running it starts the async runtime's worker pool (one thread per core) in this process.
+    let (name, m) = kit::all_matrices().into_iter().max_by_key(|(_, m)| m.nnz()).unwrap();
+    let mut rng = kit::Rng::new(1);
+    let c = kit::workloads::case("csrmm", &m, &mut rng).unwrap();
+    let mut args = c.args.clone();
+    k.run(&mut args).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let workers = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|c| c.starts_with("llvm-worker"))
+                .count()
+        })
+        .unwrap_or(0);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(workers >= cores.min(2), "{workers} async runtime workers for {cores} cores");
 }
