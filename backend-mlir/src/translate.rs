@@ -196,7 +196,7 @@ impl<'c, 'f> Tr<'c, 'f> {
         self.emit1(b, "arith.index_cast", &[v], self.index(), &[])
     }
 
-    fn from_index(&self, b: &Block<'c>, v: Val<'c>, d: DType) -> Result<Val<'c>> {
+    fn index_to(&self, b: &Block<'c>, v: Val<'c>, d: DType) -> Result<Val<'c>> {
         if !d.is_int() {
             return Err(MlirError::unsupported(format!("a loop variable of type {d}")));
         }
@@ -809,7 +809,7 @@ impl<'c, 'f> Tr<'c, 'f> {
         if let (Target::Gpu, ForKind::Thread(tag)) = (self.target, f.kind) {
             let pos = ThreadTag::ALL.iter().position(|t| *t == tag).unwrap_or(0);
             let id = self.tids[pos].ok_or_else(|| MlirError::internal("thread id missing"))?;
-            let id = self.from_index(b, id, dtype)?;
+            let id = self.index_to(b, id, dtype)?;
             let inside = self.cmpi(b, 2, id, ext)?;
             let var = f.var;
             let region = self.region(&[], |t, blk, _| {
@@ -869,7 +869,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                 // Each parallel iteration gets its own hoisted allocations.
                 t.set_entry(blk);
             }
-            let v = t.from_index(blk, iv[0], dtype)?;
+            let v = t.index_to(blk, iv[0], dtype)?;
             t.bind_var(var, v);
             t.stmts(blk, &f.body)?;
             if parallel {

@@ -34,7 +34,8 @@ fn wrong_arguments_are_errors() {
     k.run(&mut ok).unwrap();
     assert_eq!(ok.arrays["c"], Array::F32(vec![1.0, 1.0, 2.0, 2.0]));
 
-    let cases: Vec<(&str, Box<dyn Fn(&mut Args)>)> = vec![
+    type Edit = Box<dyn Fn(&mut Args)>;
+    let cases: Vec<(&str, Edit)> = vec![
         ("short output", Box::new(|a: &mut Args| { a.array("c", Array::F32(vec![0.0; 3])); })),
         ("short indices", Box::new(|a: &mut Args| { a.array("indices", Array::I32(vec![0])); })),
         ("wrong dtype", Box::new(|a: &mut Args| { a.array("a", Array::F64(vec![1.0, 2.0])); })),
