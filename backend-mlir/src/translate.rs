@@ -619,7 +619,9 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let s = self.emit1(b, "arith.addf", &[one, e], t, &[])?;
                 return self.emit1(b, "arith.divf", &[one, s], t, &[]);
             }
-            Intrinsic::MaxValue(_) | Intrinsic::MinValue(_) => unreachable_max(),
+            Intrinsic::MaxValue(_) | Intrinsic::MinValue(_) => {
+                return Err(MlirError::internal("max_value/min_value reached the operand path"))
+            }
         };
         self.emit1(b, name, &[x], t, &[])
     }
@@ -938,9 +940,4 @@ impl<'c, 'f> Tr<'c, 'f> {
         attrs.extend_from_slice(extra);
         self.build(op, &[], &[], &attrs, vec![region])
     }
-}
-
-fn unreachable_max() -> &'static str {
-    // `max_value`/`min_value` return before the operand count check.
-    "math.absf"
 }

@@ -7,8 +7,11 @@ use sparsec_testkit::workloads::WORKLOADS;
 #[test]
 fn every_workload_gives_a_verified_gpu_module() {
     for name in WORKLOADS {
-        let text = emit_mlir(&stage3(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let f = stage3(name);
+        let text = emit_mlir(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(text.contains("gpu.launch_func"), "{name}");
+        let ptx = emit_ptx(&f, "sm_80").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(ptx.contains(".entry"), "{name}");
     }
     for f in [csrmm_gpu(), sddmm_gpu(), bsrmm_gpu(), ellmm_gpu()] {
         emit_mlir(&f).unwrap_or_else(|e| panic!("{}: {e}", f.name));
