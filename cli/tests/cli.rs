@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 fn sparsec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sparsec"))
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         .expect("sparsec runs")
 }
@@ -161,7 +161,7 @@ fn run_binds_a_ragged_axis_whose_length_is_nnz() {
 #[test]
 fn lower_applies_a_schedule_trace() {
     use sparsec::ir::ThreadTag;
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/csrmm.sptir")).unwrap();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/csrmm.sptir")).unwrap();
     let f = sparsec::ir::text::parse_func("csrmm", &text).unwrap();
     let mut sch = sparsec::schedule::Schedule::new(f).unwrap();
     let sp = sch.get_sparse_iteration("csrmm").unwrap();
