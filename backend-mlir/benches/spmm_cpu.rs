@@ -6,25 +6,12 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
 use sparsec_ir::data::{Args, Array};
-use sparsec_ir::{Func, Stage};
-use sparsec_passes::PassManager;
+use sparsec_ir::Func;
 use std::time::Duration;
 
-/// csrmm at Stage III with the CPU schedule.
+/// csrmm at Stage III with the default CPU schedule.
 fn scheduled_csrmm() -> Func {
-    let f = sparsec_testkit::workload("csrmm");
-    let f = PassManager::lowering_to(Stage::III).run(&f).expect("csrmm lowers");
-    cpu_schedule(f)
-}
-
-/// The outermost row loop of each top-level nest runs in parallel.
-fn cpu_schedule(mut f: Func) -> Func {
-    for s in &mut f.body {
-        if let sparsec_ir::StmtKind::For(l) = &mut s.kind {
-            l.kind = sparsec_ir::ForKind::Parallel;
-        }
-    }
-    f
+    sparsec_schedule::auto::cpu_schedule(&sparsec_testkit::workload("csrmm")).expect("csrmm schedules")
 }
 
 fn args(m: &sparsec_testkit::Mat, feat: usize) -> Args {

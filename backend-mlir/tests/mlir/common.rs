@@ -98,31 +98,14 @@ pub fn gpu_scheduled(name: &str) -> Option<Func> {
     })
 }
 
-/// A CPU schedule: the outermost loop of each top-level nest becomes `parallel` when it only
-/// drives spatial block iterators (stand-in until `sparsec_schedule::auto::cpu_schedule`).
+/// The default CPU schedule (`parallel` outer loops, `vectorized` inner spatial loops).
 pub fn cpu_scheduled(name: &str) -> Func {
-    use sparsec_ir::{walk_stmts, ForKind, IterKind, StmtKind};
-    let mut f = stage3(name);
-    for s in &mut f.body {
-        let StmtKind::For(l) = &mut s.kind else { continue };
-        let (mut spatial, mut reduce) = (false, false);
-        walk_stmts(&l.body, &mut |st| {
-            if let StmtKind::Block(b) = &st.kind {
-                for it in &b.iters {
-                    if it.binding.uses_var(l.var) {
-                        match it.kind {
-                            IterKind::Spatial => spatial = true,
-                            IterKind::Reduce => reduce = true,
-                        }
-                    }
-                }
-            }
-        });
-        if spatial && !reduce {
-            l.kind = ForKind::Parallel;
-        }
-    }
-    f
+    sparsec_schedule::auto::cpu_schedule(&kit::workload(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The default GPU schedule (outer loops over `blockIdx.x` × 32 `threadIdx.x`).
+pub fn gpu_auto(name: &str) -> Func {
+    sparsec_schedule::auto::gpu_schedule(&kit::workload(name), 32).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// A golden snapshot in `backend-mlir/tests/snapshots/`.

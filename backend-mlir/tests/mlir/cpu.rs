@@ -1,5 +1,6 @@
 //! CPU JIT against the interpreter and the testkit oracles: every workload, unscheduled and
-//! scheduled, on every shared and generated matrix (fp32 rtol 1e-5).
+//! scheduled (default CPU and GPU schedules, hand-written GPU schedules; thread bindings run
+//! as `scf.parallel`/`scf.for`), on every shared and generated matrix (fp32 rtol 1e-5).
 
 use super::common::{gpu_scheduled, stage3};
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
@@ -16,7 +17,8 @@ fn variants(name: &str) -> Vec<(&'static str, Func)> {
     if let Some(f) = gpu_scheduled(name) {
         v.push(("gpu schedule", f));
     }
-    v.push(("cpu schedule", super::common::cpu_scheduled(name)));
+    v.push(("auto cpu schedule", super::common::cpu_scheduled(name)));
+    v.push(("auto gpu schedule", super::common::gpu_auto(name)));
     v
 }
 

@@ -1,6 +1,6 @@
 //! GPU modules: verified for every workload, golden MLIR and PTX for csrmm, sddmm, bsrmm.
 
-use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, sddmm_gpu, snapshot, stage3};
+use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, gpu_auto, sddmm_gpu, snapshot, stage3};
 use sparsec_backend_mlir::{emit_mlir, emit_ptx, gpu_plan};
 use sparsec_testkit::workloads::WORKLOADS;
 
@@ -15,6 +15,17 @@ fn every_workload_gives_a_verified_gpu_module() {
     }
     for f in [csrmm_gpu(), sddmm_gpu(), bsrmm_gpu(), ellmm_gpu()] {
         emit_mlir(&f).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+    }
+}
+
+#[test]
+fn every_workload_with_the_default_gpu_schedule_gives_ptx() {
+    for name in WORKLOADS {
+        let f = gpu_auto(name);
+        let text = emit_mlir(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains("gpu.thread_id") || !text.contains("gpu.block_id"), "{name}");
+        let ptx = emit_ptx(&f, "sm_90").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(ptx.contains(".entry"), "{name}");
     }
 }
 
