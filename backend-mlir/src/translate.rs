@@ -55,6 +55,10 @@ pub(crate) struct Tr<'c, 'f> {
     par_depth: usize,
     /// Loads read once before the enclosing loops (see `hoist`).
     hoisted: Vec<(Expr, Val<'c>)>,
+    /// Loop variables as the loop's `index` induction variable.
+    var_index: Vec<Option<Val<'c>>>,
+    /// Defining expressions of block iterators and `let`s.
+    var_def: Vec<Option<Expr>>,
 }
 
 fn width(d: DType) -> u32 {
@@ -86,6 +90,8 @@ impl<'c, 'f> Tr<'c, 'f> {
             workgroup: 0,
             par_depth: 0,
             hoisted: Vec::new(),
+            var_index: vec![None; func.vars.len()],
+            var_def: vec![None; func.vars.len()],
         }
     }
 
@@ -318,18 +324,51 @@ impl<'c, 'f> Tr<'c, 'f> {
                 shape.len()
             )));
         }
-        let first = self.expr(b, &indices[0])?;
-        let mut acc = self.to_index(b, first)?;
+        let mut acc = self.index_expr(b, &indices[0], 0)?;
         for (d, e) in indices.iter().enumerate().skip(1) {
-            let dim = self.expr(b, &shape[d])?;
-            let dim = self.to_index(b, dim)?;
-            let i = self.expr(b, e)?;
-            let i = self.to_index(b, i)?;
+            let dim = self.index_expr(b, &shape[d], 0)?;
+            let i = self.index_expr(b, e, 0)?;
             let it = self.index();
             let m = self.emit1(b, "arith.muli", &[acc, dim], it, &[])?;
             acc = self.emit1(b, "arith.addi", &[m, i], it, &[])?;
         }
         Ok(acc)
+    }
+
+    /// An integer index expression computed in `index` (64-bit) arithmetic from the loops'
+    /// induction variables, so that LLVM sees affine addresses (a 32-bit computation
+    /// sign-extended at the end hides them and blocks vectorisation). Indices of in-bounds
+    /// accesses never overflow 32 bits, where both agree.
+    fn index_expr(&mut self, b: &Block<'c>, e: &Expr, depth: usize) -> Result<Val<'c>> {
+        let it = self.index();
+        let d = self.func.expr_dtype(e);
+        if depth < 16 && d.is_int() {
+            match e {
+                Expr::Int(v, _) => return self.cidx(b, *v),
+                Expr::Var(v) if self.vars.get(v.index()).copied().flatten().is_some() => {
+                    if let Some(iv) = self.var_index.get(v.index()).copied().flatten() {
+                        return Ok(iv);
+                    }
+                    // Pure definitions only: a load may read a different value here.
+                    if let Some(def) = self.var_def.get(v.index()).cloned().flatten().filter(|d| !has_load(d)) {
+                        return self.index_expr(b, &def, depth + 1);
+                    }
+                }
+                Expr::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), x, y) => {
+                    let x = self.index_expr(b, x, depth + 1)?;
+                    let y = self.index_expr(b, y, depth + 1)?;
+                    let name = match op {
+                        BinOp::Add => "arith.addi",
+                        BinOp::Sub => "arith.subi",
+                        _ => "arith.muli",
+                    };
+                    return self.emit1(b, name, &[x, y], it, &[]);
+                }
+                _ => {}
+            }
+        }
+        let v = self.expr(b, e)?;
+        self.to_index(b, v)
     }
 
     /// Translates an expression.
@@ -793,6 +832,9 @@ impl<'c, 'f> Tr<'c, 'f> {
             }
             StmtKind::Let { var, value } => {
                 let v = self.expr(b, value)?;
+                if let Some(slot) = self.var_def.get_mut(var.index()) {
+                    *slot = Some(value.clone());
+                }
                 self.bind_var(*var, v);
                 Ok(())
             }
@@ -873,6 +915,9 @@ impl<'c, 'f> Tr<'c, 'f> {
             }
             let v = t.index_to(blk, iv[0], dtype)?;
             t.bind_var(var, v);
+            if let Some(slot) = t.var_index.get_mut(var.index()) {
+                *slot = Some(iv[0]);
+            }
             t.stmts(blk, &f.body)?;
             if parallel {
                 t.emit(blk, "scf.reduce", &[], &[], &[]).map(drop)
@@ -897,6 +942,9 @@ impl<'c, 'f> Tr<'c, 'f> {
         let mut reduce_zero: Option<Val<'c>> = None;
         for it in &blk.iters {
             let v = self.expr(b, &it.binding)?;
+            if let Some(slot) = self.var_def.get_mut(it.var.index()) {
+                *slot = Some(it.binding.clone());
+            }
             if it.kind == IterKind::Reduce {
                 let d = self.func.expr_dtype(&it.binding);
                 let z = self.constant(b, 0.0, d)?;
