@@ -23,6 +23,7 @@
 //! | block | iterator bindings evaluated; `init` under `scf.if` (all reduce iterators 0) |
 //! | `let` | SSA value |
 //! | buffer | `memref<?xT>` (multi-dimensional shapes flattened row-major) |
+//! | load / store | `memref.load` / `memref.store`, index in 64-bit `index` arithmetic from the induction variables |
 //! | function-level `alloc` | CPU `memref.alloc` + fill + `memref.dealloc`; GPU host `gpu.alloc` + `gpu.memset` |
 //! | statement `alloc`, constant size | static `memref.alloca` hoisted to the function, kernel or `scf.parallel` body entry; filled in place |
 //! | statement `alloc`, variable size (CPU) | `memref.alloc` + fill, `memref.dealloc` at the end of its list |
@@ -30,6 +31,9 @@
 //! | `atomic_add` | `memref.atomic_rmw addf/addi` |
 //! | `exp`, `log`, ... | `math` dialect; `sigmoid` as `1 / (1 + exp(-x))` |
 //! | `&&`, `||` whose right side loads | `scf.if` (short-circuit) |
+//!
+//! On the CPU, loop-invariant loads from storage a loop never writes are read once before
+//! it (distinct parameters never alias), so that LLVM vectorises inner loops.
 //!
 //! ## Calling convention
 //!
