@@ -10,10 +10,10 @@
 use crate::abi::{signature, AbiParam, ArgKind};
 use crate::context::{new_context, run_pipeline, verify};
 use crate::error::{MlirError, Result};
-use crate::gpu::{arg_type, bind_params, check_stage, function_allocs};
+use crate::gpu::{arg_type, bind_params, check_stage, function_allocs, kernel_specs, launch_sizes, KernelSpec};
 use crate::translate::{Target, Tr, Val};
 use half::{bf16, f16};
-use melior::ir::{BlockLike, Location, Module, Type};
+use melior::ir::{Block, BlockLike, Location, Module, Type};
 use melior::Context;
 use mlir_sys::{
     mlirExecutionEngineCreate, mlirExecutionEngineDestroy, mlirExecutionEngineInvokePacked, MlirExecutionEngine,
@@ -34,11 +34,15 @@ pub struct CpuOptions {
     /// Path of `libmlir_async_runtime.so`; by default the one of the LLVM the crate was
     /// built against (`$MLIR_SYS_220_PREFIX/lib`).
     pub async_runtime: Option<String>,
+    /// Run the GPU translation instead: every kernel of [`crate::emit_mlir`] (the same
+    /// translated body, thread ids and guards) runs once per block and thread, serially, over
+    /// its grid. For checking the GPU code without a GPU; shared memory is unsupported.
+    pub emulate_gpu: bool,
 }
 
 impl Default for CpuOptions {
     fn default() -> Self {
-        CpuOptions { parallel: true, opt_level: 3, async_runtime: None }
+        CpuOptions { parallel: true, opt_level: 3, async_runtime: None, emulate_gpu: false }
     }
 }
 
@@ -55,7 +59,8 @@ pub const CPU_PIPELINE: &str = "builtin.module(async-parallel-for{async-dispatch
      convert-arith-to-llvm, convert-index-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts)";
 
 /// Builds and verifies the CPU module; also returns whether it has `scf.parallel` loops.
-pub(crate) fn cpu_module<'c>(ctx: &'c Context, func: &Func, parallel: bool) -> Result<(Module<'c>, bool)> {
+pub(crate) fn cpu_module<'c>(ctx: &'c Context, func: &Func, opts: &CpuOptions) -> Result<(Module<'c>, bool)> {
+    let parallel = opts.parallel && !opts.emulate_gpu;
     check_stage(func)?;
     let sig = signature(func)?;
     let module = Module::new(Location::unknown(ctx));
@@ -75,7 +80,14 @@ pub(crate) fn cpu_module<'c>(ctx: &'c Context, func: &Func, parallel: bool) -> R
             t.bind_buf(buf, m);
             owned.push(m);
         }
-        t.stmts(b, &func.body)?;
+        if opts.emulate_gpu {
+            for spec in kernel_specs(func)? {
+                let sizes = launch_sizes(t, b, &spec)?;
+                emulate(t, b, &spec, &sizes, &mut Vec::new())?;
+            }
+        } else {
+            t.stmts(b, &func.body)?;
+        }
         for m in owned {
             t.emit(b, "memref.dealloc", &[m], &[], &[])?;
         }
@@ -89,10 +101,41 @@ pub(crate) fn cpu_module<'c>(ctx: &'c Context, func: &Func, parallel: bool) -> R
     Ok((module, text.contains("scf.parallel")))
 }
 
+/// Serial loops over the grid (blocks outside, threads inside), then the kernel body
+/// translated for the GPU with the loop variables as ids.
+fn emulate<'c, 'f>(t: &mut Tr<'c, 'f>, b: &Block<'c>, spec: &KernelSpec<'f>, sizes: &[Val<'c>], ids: &mut Vec<Val<'c>>) -> Result<()> {
+    let Some((&n, rest)) = sizes.split_first() else {
+        let mut tids = [None; 6];
+        for (slot, id) in tids.iter_mut().zip(ids.iter()) {
+            *slot = Some(*id);
+        }
+        let saved = t.target;
+        t.target = Target::Gpu;
+        t.emulated = true;
+        t.set_gpu_ids(tids);
+        t.set_entry(b);
+        let r = t.stmts(b, spec.stmts);
+        t.target = saved;
+        return r;
+    };
+    let zero = t.cidx(b, 0)?;
+    let one = t.cidx(b, 1)?;
+    let it = t.index();
+    let region = t.region(&[it], |t, blk, iv| {
+        ids.push(iv[0]);
+        let r = emulate(t, blk, spec, rest, ids);
+        ids.pop();
+        r?;
+        t.emit(blk, "scf.yield", &[], &[], &[]).map(drop)
+    })?;
+    b.append_operation(t.build("scf.for", &[zero, n, one], &[], &[], vec![region])?);
+    Ok(())
+}
+
 /// The CPU module of a Stage-III function as MLIR text, before lowering (verified).
 pub fn emit_cpu_mlir(func: &Func, opts: &CpuOptions) -> Result<String> {
     let ctx = new_context();
-    let (module, _) = cpu_module(&ctx, func, opts.parallel)?;
+    let (module, _) = cpu_module(&ctx, func, opts)?;
     Ok(module.as_operation().to_string())
 }
 
@@ -183,7 +226,7 @@ impl CpuKernel {
     /// Translates, verifies, lowers and JIT-compiles a Stage-III function.
     pub fn compile(func: &Func, opts: &CpuOptions) -> Result<CpuKernel> {
         let ctx = new_context();
-        let (mut module, threaded) = cpu_module(&ctx, func, opts.parallel)?;
+        let (mut module, threaded) = cpu_module(&ctx, func, opts)?;
         let sig = signature(func)?;
         run_pipeline(&ctx, &mut module, CPU_PIPELINE)?;
         if threaded {

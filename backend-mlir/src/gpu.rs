@@ -105,9 +105,9 @@ impl GpuPlan {
 }
 
 /// One kernel: a range of top-level statements and the extents bound to each tag.
-struct KernelSpec<'f> {
-    stmts: &'f [Stmt],
-    dims: [Vec<&'f Expr>; 6],
+pub(crate) struct KernelSpec<'f> {
+    pub stmts: &'f [Stmt],
+    pub dims: [Vec<&'f Expr>; 6],
 }
 
 fn tag_pos(t: ThreadTag) -> usize {
@@ -160,7 +160,7 @@ fn collect_dims<'f>(func: &'f Func, list: &'f [Stmt], active: &mut Vec<ThreadTag
     Ok(())
 }
 
-fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
+pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
     let mut out = Vec::new();
     let mut unbound_from: Option<usize> = None;
     for (i, s) in func.body.iter().enumerate() {
@@ -312,17 +312,7 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>
             device.push(m);
         }
         for (k, spec) in specs.iter().enumerate() {
-            let mut sizes = Vec::with_capacity(6);
-            for dims in &spec.dims {
-                let mut acc = t.cint(b, 1, DType::I64)?;
-                for e in dims {
-                    let v = t.expr(b, e)?;
-                    let from = func.expr_dtype(e);
-                    let v = t.cast(b, v, from, DType::I64)?;
-                    acc = t.emit1(b, "arith.maxsi", &[acc, v], t.ty(DType::I64), &[])?;
-                }
-                sizes.push(t.to_index(b, acc)?);
-            }
+            let sizes = launch_sizes(t, b, spec)?;
             let n = operands.len() as i32;
             let seg = t.attr(&format!("array<i32: 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, {n}, 0>"))?;
             let kernel = t.attr(&format!("@{}::@{}", module_name(func), kernel_name(func, k)))?;
@@ -339,6 +329,23 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>
     module.body().append_operation(f);
     verify(ctx, &module)?;
     Ok(module)
+}
+
+/// The launch size of each tag (`ThreadTag::ALL` order), computed on the host: the largest
+/// extent bound to it, at least 1.
+pub(crate) fn launch_sizes<'c>(t: &mut Tr<'c, '_>, b: &Block<'c>, spec: &KernelSpec<'_>) -> Result<Vec<Val<'c>>> {
+    let mut sizes = Vec::with_capacity(6);
+    for dims in &spec.dims {
+        let mut acc = t.cint(b, 1, DType::I64)?;
+        for e in dims {
+            let v = t.expr(b, e)?;
+            let from = t.func.expr_dtype(e);
+            let v = t.cast(b, v, from, DType::I64)?;
+            acc = t.emit1(b, "arith.maxsi", &[acc, v], t.ty(DType::I64), &[])?;
+        }
+        sizes.push(t.to_index(b, acc)?);
+    }
+    Ok(sizes)
 }
 
 fn zero_of(d: DType) -> Expr {

@@ -51,6 +51,8 @@ pub(crate) struct Tr<'c, 'f> {
     entry: Option<melior::ir::BlockRef<'c, 'c>>,
     /// GPU: number of workgroup attributions added to the entry block.
     pub workgroup: usize,
+    /// GPU code emulated on the CPU: no workgroup memory.
+    pub emulated: bool,
     /// Depth of enclosing `scf.parallel` loops.
     par_depth: usize,
     /// Loads read once before the enclosing loops (see `hoist`).
@@ -88,6 +90,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             tids: [None; 6],
             entry: None,
             workgroup: 0,
+            emulated: false,
             par_depth: 0,
             hoisted: Vec::new(),
             var_index: vec![None; func.vars.len()],
@@ -768,6 +771,9 @@ impl<'c, 'f> Tr<'c, 'f> {
             return Ok(Some(m));
         };
         if scope == Scope::Shared && self.target == Target::Gpu {
+            if self.emulated {
+                return Err(MlirError::unsupported(format!("shared buffer `{}` in GPU emulation", decl.name)));
+            }
             let space = self.attr("#gpu.address_space<workgroup>")?;
             let t: Type<'c> = MemRefType::new(self.ty(dtype), &[n], None, Some(space)).into();
             // Workgroup attributions follow the kernel arguments; they are not filled

@@ -24,13 +24,17 @@ fn variants(name: &str) -> Vec<(&'static str, Func)> {
 
 fn check(name: &str) {
     let reference = stage3(name);
-    let kernels: Vec<(&str, CpuKernel)> = variants(name)
-        .into_iter()
-        .map(|(what, f)| {
-            let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
-            (what, k)
-        })
-        .collect();
+    let mut kernels: Vec<(String, CpuKernel)> = Vec::new();
+    for (what, f) in variants(name) {
+        let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+        kernels.push((what.to_string(), k));
+        if what.contains("gpu") {
+            // The GPU kernels themselves, run over their grid on the CPU.
+            let opts = CpuOptions { emulate_gpu: true, ..CpuOptions::default() };
+            let k = CpuKernel::compile(&f, &opts).unwrap_or_else(|e| panic!("{name} ({what}, emulated): {e}"));
+            kernels.push((format!("{what}, GPU kernels emulated"), k));
+        }
+    }
     kit::for_each_case(name, |mname, c| {
         let nnz = c.args.arrays.values().map(|a| a.len()).max().unwrap_or(0);
         let interp = (nnz <= INTERP_NNZ).then(|| {

@@ -67,3 +67,13 @@ fn function_level_allocations_go_to_the_host() {
     assert!(text.contains("gpu.alloc") && text.contains("gpu.memset") && text.contains("gpu.dealloc"), "{text}");
     emit_ptx(&f, "sm_80").unwrap();
 }
+
+#[test]
+fn gpu_emulation_runs_the_kernel_translation() {
+    use sparsec_backend_mlir::{emit_cpu_mlir, CpuOptions};
+    let opts = CpuOptions { emulate_gpu: true, ..CpuOptions::default() };
+    let text = emit_cpu_mlir(&csrmm_gpu(), &opts).unwrap();
+    // Grid loops (6 per kernel) with the thread guards inside, no parallel loop.
+    assert!(text.matches("scf.for").count() >= 6 + 3, "{text}");
+    assert!(text.contains("scf.if") && !text.contains("scf.parallel"), "{text}");
+}
