@@ -408,10 +408,22 @@ pub fn emit_mlir(func: &Func) -> Result<String> {
     Ok(module.as_operation().to_string())
 }
 
-/// The NVVM pipeline run by [`emit_ptx`] for `chip`.
+/// CUDA's libdevice, when installed (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`): math
+/// calls become libdevice functions that must be linked into the PTX.
+pub fn libdevice() -> Option<String> {
+    let roots = [std::env::var("CUDA_HOME").ok(), std::env::var("CUDA_PATH").ok(), Some("/usr/local/cuda".into())];
+    roots
+        .into_iter()
+        .flatten()
+        .map(|r| format!("{r}/nvvm/libdevice/libdevice.10.bc"))
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+/// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking [`libdevice`] when found).
 pub fn ptx_pipeline(chip: &str) -> String {
+    let link = libdevice().map_or_else(String::new, |l| format!(" l={l}"));
     format!(
-        "builtin.module(nvvm-attach-target{{chip={chip} O=3}}, gpu.module(convert-scf-to-cf, \
+        "builtin.module(nvvm-attach-target{{chip={chip} O=3{link}}}, gpu.module(convert-scf-to-cf, \
          convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts), gpu-module-to-binary{{format=isa}})"
     )
 }

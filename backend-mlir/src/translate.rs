@@ -498,6 +498,16 @@ impl<'c, 'f> Tr<'c, 'f> {
                 BinOp::Sub => self.emit1(b, "arith.subf", &[a, c], t, &[]),
                 BinOp::Mul => self.emit1(b, "arith.mulf", &[a, c], t, &[]),
                 BinOp::Div => self.emit1(b, "arith.divf", &[a, c], t, &[]),
+                // On the GPU `minnumf`/`maxnumf` become libdevice calls: a compare and a
+                // select keep the PTX self-contained (same NaN rule: the number wins).
+                BinOp::Min | BinOp::Max if self.target == Target::Gpu => {
+                    let pred = if op == BinOp::Min { 4 } else { 2 };
+                    let pick_a = self.cmpf(b, pred, a, c)?;
+                    // arith::CmpFPredicate uno = 14.
+                    let c_nan = self.cmpf(b, 14, c, c)?;
+                    let take_a = self.emit1(b, "arith.ori", &[pick_a, c_nan], bt, &[])?;
+                    self.emit1(b, "arith.select", &[take_a, a, c], t, &[])
+                }
                 BinOp::Min => self.emit1(b, "arith.minnumf", &[a, c], t, &[]),
                 BinOp::Max => self.emit1(b, "arith.maxnumf", &[a, c], t, &[]),
                 BinOp::FloorDiv => {
