@@ -120,3 +120,66 @@ fn cpu_schedule_runs_on_threads() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert!(workers >= cores.min(2), "{workers} async runtime workers for {cores} cores");
 }
+
+/// Narrow floats, i64 scalars, atomics, `while`, `select`, casts and math, against the
+/// interpreter on a hand-written Stage-III function.
+#[test]
+fn dtypes_and_constructs_match_the_interpreter() {
+    let src = r#"
+func mix(a: handle, b: handle, c: handle, d: handle, n: i32, big: i64) stage III {
+  buffer A = match_buffer(a, [n], f16)
+  buffer B = match_buffer(b, [n], f32)
+  buffer C = match_buffer(c, [1], f32)
+  buffer D = match_buffer(d, [n], i64)
+  for i in parallel(n) {
+    block s(vi: spatial(n) = i) {
+      B[vi] = cast(f32, A[vi] * A[vi]) + sigmoid(cast(f32, vi)) + sqrt(cast(f32, vi)) + pow(2.0, cast(f32, vi % 3))
+      D[vi] = select(vi % 2 == 0, big + cast(i64, vi // 2), cast(i64, (0 - vi) % 3))
+      let old: f32 = atomic_add(C[0], tanh(cast(f32, vi)) + exp(0.0 - cast(f32, vi)) + log(1.0 + cast(f32, vi)))
+    }
+  }
+  for j in serial(1) {
+    block w(vj: spatial(1) = j) {
+      buffer K = alloc_buffer([1], i32, local)
+      K[0] = 0
+      while K[0] < n && cast(f32, K[0]) < max(B[0], 4.0) {
+        K[0] = K[0] + 1
+      }
+      D[0] = cast(i64, K[0]) + cast(i64, floor(2.7)) + cast(i64, ceil(0.2)) + cast(i64, abs(0 - 3))
+    }
+  }
+}
+"#;
+    let f = sparsec_ir::text::parse_func("mix", src).unwrap_or_else(|e| panic!("{e}"));
+    sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let n = 37;
+    let mut args = sparsec_ir::data::Args::new();
+    use sparsec_ir::data::Array;
+    args.array("a", Array::F16((0..n).map(|i| half_round(i as f32 * 0.37)).collect()))
+        .array("b", Array::F32(vec![0.0; n]))
+        .array("c", Array::F32(vec![0.0; 1]))
+        .array("d", Array::I64(vec![0; n]))
+        .int("n", n as i64)
+        .int("big", 1 << 40);
+    let want = sparsec_interp::run(&f, &args).unwrap();
+    sparsec_backend_mlir::emit_ptx(&f, "sm_80").unwrap();
+    for (parallel, emulate_gpu) in [(true, false), (false, false), (false, true)] {
+        let opts = CpuOptions { parallel, emulate_gpu, ..CpuOptions::default() };
+        let k = CpuKernel::compile(&f, &opts).unwrap();
+        let mut got = args.clone();
+        k.run(&mut got).unwrap();
+        for name in ["b", "c"] {
+            let g = got.arrays[name].to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>();
+            let w = want.arrays[name].to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>();
+            kit::assert_close(name, &g, &w, 1e-5);
+        }
+        assert_eq!(got.arrays["d"], want.arrays["d"]);
+        assert_eq!(got.arrays["a"], want.arrays["a"]);
+    }
+}
+
+fn half_round(x: f32) -> f32 {
+    // f16 has 10 mantissa bits; the values used here stay normal.
+    let scale = 2f32.powi(10 - x.abs().max(1e-3).log2().floor() as i32);
+    (x * scale).round() / scale
+}
