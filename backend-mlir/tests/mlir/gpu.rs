@@ -77,3 +77,38 @@ fn gpu_emulation_runs_the_kernel_translation() {
     assert!(text.matches("scf.for").count() >= 6 + 3, "{text}");
     assert!(text.contains("scf.if") && !text.contains("scf.parallel"), "{text}");
 }
+
+#[test]
+fn shared_memory_is_a_workgroup_attribution() {
+    let src = r#"
+func sh(a: handle, b: handle, n: i32) stage III {
+  buffer A = match_buffer(a, [n * 32], f32)
+  buffer B = match_buffer(b, [n * 32], f32)
+  for bx in blockIdx.x(n) {
+    buffer S = alloc_buffer([32], f32, shared)
+    for tx in threadIdx.x(32) {
+      block copy(vb: spatial(n) = bx, vt: spatial(32) = tx) {
+        S[vt] = A[vb * 32 + vt]
+        B[vb * 32 + vt] = S[31 - vt] * 2.0
+      }
+    }
+  }
+}
+"#;
+    let f = sparsec_ir::text::parse_func("sh", src).unwrap_or_else(|e| panic!("{e}"));
+    sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let text = emit_mlir(&f).unwrap();
+    assert!(text.contains("workgroup(") && text.contains("#gpu.address_space<workgroup>"), "{text}");
+    let ptx = emit_ptx(&f, "sm_80").unwrap();
+    assert!(ptx.contains(".shared"), "{ptx}");
+    // The CPU path runs it like any local buffer; GPU emulation refuses shared memory.
+    let mut args = sparsec_ir::data::Args::new();
+    args.array("a", sparsec_ir::data::Array::F32((0..64).map(|i| i as f32).collect()))
+        .array("b", sparsec_ir::data::Array::F32(vec![0.0; 64]))
+        .int("n", 2);
+    let got = sparsec_backend_mlir::run_cpu(&f, &args).unwrap();
+    assert_eq!(got.arrays["b"], sparsec_interp::run(&f, &args).unwrap().arrays["b"]);
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let e = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap_err();
+    assert!(matches!(e, sparsec_backend_mlir::MlirError::Unsupported(_)), "{e}");
+}
