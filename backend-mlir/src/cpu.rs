@@ -139,13 +139,18 @@ pub fn emit_cpu_mlir(func: &Func, opts: &CpuOptions) -> Result<String> {
     Ok(module.as_operation().to_string())
 }
 
-/// A JIT-compiled Stage-III function, compiled once and run many times.
+/// A JIT-compiled Stage-III function, compiled once and run many times. It is `Send` (not
+/// `Sync`).
 pub struct CpuKernel {
     engine: MlirExecutionEngine,
     func: Func,
     sig: Vec<AbiParam>,
     threaded: bool,
 }
+
+// The engine owns its LLVM context and JIT, and holds no thread-affine state: a kernel may
+// move to another thread.
+unsafe impl Send for CpuKernel {}
 
 impl Drop for CpuKernel {
     fn drop(&mut self) {
