@@ -10,6 +10,8 @@
 //! * **CPU** — [`CpuKernel::compile`] lowers the same function (thread bindings to
 //!   `scf.parallel`/`scf.for`) to the LLVM dialect ([`CPU_PIPELINE`]) and JIT-compiles it with
 //!   the MLIR execution engine; [`run_cpu`] has the interpreter's contract.
+//!   [`CpuOptions::emulate_gpu`] runs the GPU kernels themselves over their grid on the CPU,
+//!   to check GPU code without a GPU.
 //!
 //! ## Translation
 //!
