@@ -433,7 +433,9 @@ pub fn ptx_pipeline(chip: &str) -> String {
 /// [`crate::signature`], each `memref<?xT>` expanded to five PTX parameters (allocated
 /// pointer, aligned pointer, offset, size, stride), then the function-level allocations.
 pub fn emit_ptx(func: &Func, chip: &str) -> Result<String> {
-    let valid = chip.strip_prefix("sm_").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric()));
+    // `sm_<version>` with an optional `a`/`f` feature suffix (sm_90a); NVVM knows sm_20 and up.
+    let version = chip.strip_prefix("sm_").map(|n| n.strip_suffix(['a', 'f']).unwrap_or(n));
+    let valid = version.and_then(|v| v.parse::<u32>().ok()).is_some_and(|v| (20..=200).contains(&v));
     if !valid {
         return Err(MlirError::unsupported(format!("chip `{chip}` (expected sm_80, sm_90, ...)")));
     }
