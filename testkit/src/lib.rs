@@ -170,7 +170,14 @@ fn from_formats(csr: &FCsr) -> Mat {
 
 /// Every `.mtx` file of `$SPARSEC_DATA`, read by the formats crate.
 pub fn shared_matrices() -> Vec<(String, Mat)> {
-    sparsec::formats::shared_matrices()
+    let found = sparsec::formats::shared_matrices();
+    // Tests on real matrices must not pass vacuously when the data folder is missing.
+    assert!(
+        !found.is_empty(),
+        "no .mtx file in {} (set SPARSEC_DATA to the shared data folder)",
+        sparsec::formats::data_dir().display()
+    );
+    found
         .into_iter()
         .map(|(name, path)| {
             let csr: FCsr = sparsec::formats::mtx::read_mtx_path(&path).unwrap_or_else(|e| panic!("{e}"));
