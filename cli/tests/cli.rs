@@ -21,6 +21,16 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The first matrix of the shared data folder; fails with the folder's state when there is none.
+fn first_shared_matrix() -> PathBuf {
+    let dir = sparsec::formats::data_dir();
+    let found = sparsec::formats::shared_matrices();
+    let (_, path) = found.into_iter().next().unwrap_or_else(|| {
+        panic!("no .mtx in {} ({:?})", dir.display(), std::fs::read_dir(&dir).map(|d| d.count()))
+    });
+    path
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sparsec-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -206,7 +216,7 @@ fn auto_schedules_print_and_run() {
     let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "cpu", "--stage", "3"]);
     assert!(stdout(&o).contains("for i in parallel(m)") && stdout(&o).contains("vectorized(feat)"), "{}", stdout(&o));
 
-    let (_, path) = sparsec::formats::shared_matrices().into_iter().next().expect("a shared matrix");
+    let path = first_shared_matrix();
     let mat = format!("A={}", path.display());
     let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4"]);
     assert!(base.status.success(), "{}", stderr(&base));
@@ -240,7 +250,7 @@ fn mlir_emission_and_cpu_runs() {
     assert_eq!(o.status.code(), Some(1));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 
-    let (_, path) = sparsec::formats::shared_matrices().into_iter().next().expect("a shared matrix");
+    let path = first_shared_matrix();
     let mat = format!("A={}", path.display());
     let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8"]);
     for extra in [&[][..], &["--auto", "cpu"][..], &["--auto", "gpu"][..]] {
