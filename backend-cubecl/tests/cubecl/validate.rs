@@ -1,0 +1,1 @@
+//! Malformed arguments are rejected before launch.
