@@ -34,3 +34,21 @@ fn run_wgpu_matches_the_interpreter() {
         tk::assert_close(name, &g, &w, 1e-4);
     }
 }
+
+#[test]
+#[ignore]
+fn debug_workload() {
+    let name = std::env::var("SPARSEC_SHOW").unwrap_or_else(|_| "csrmm".into());
+    let f = workload(&name);
+    for (mname, m) in tk::all_matrices() {
+        let Some(c) = tk::workloads::case(&name, &m, &mut tk::Rng::new(3)) else { continue };
+        let got = run_wgpu(&f, &c.args).unwrap();
+        let interp = sparsec_interp::run(&f, &c.args).unwrap();
+        for (p, want) in &c.expected {
+            let want = &tk::output_f32(&interp, p);
+            let g = tk::output_f32(&got, p);
+            let bad: Vec<usize> = (0..g.len()).filter(|&i| (g[i] - want[i]).abs() > 1e-3 * (1.0 + want[i].abs())).collect();
+            println!("{mname}: {p}: {} of {} differ; first {:?}", bad.len(), g.len(), bad.iter().take(5).map(|&i| (i, g[i], want[i])).collect::<Vec<_>>());
+        }
+    }
+}
