@@ -78,6 +78,15 @@ pub fn compile(func: &Func) -> Result<CompiledProgram, CubeclError> {
     CompiledProgram::new(&stage3, checks)
 }
 
+/// Like [`compile`] for a function already scheduled down to Stage III: `structure` is the
+/// same program at Stage I or II (before scheduling), whose axes tell which arrays are row
+/// pointers and coordinates, so launches validate the sparse structure.
+pub fn compile_with_structure(func: &Func, structure: &Func) -> Result<CompiledProgram, CubeclError> {
+    let stage3 = to_stage3(func)?;
+    let checks = (structure.stage != Stage::III).then(|| structure.clone());
+    CompiledProgram::new(&stage3, checks)
+}
+
 /// Runs `func` (any stage) on the default wgpu device: validates `args`, launches, and returns
 /// every array after the run, like `sparsec_interp::run`.
 pub fn run_wgpu(func: &Func, args: &Args) -> Result<Args, CubeclError> {
