@@ -134,3 +134,27 @@ fn unscheduled_square_sum_two_k() {
 fn auto_scheduled_square_sum_two_k() {
     auto_scheduled("square_sum_two_K");
 }
+
+/// sddmm, one row per cube: the row of A is staged in shared memory by the cube's units
+/// (its size, `feat_size`, is fixed at launch), then the units take 32 nonzeros at a time;
+/// the launch synchronises after the fill, the copy and the init.
+#[test]
+fn scheduled_sddmm_row_of_a_in_shared_memory() {
+    let f = workload("sddmm");
+    let mut sch = Schedule::new(sparsec_passes::lower_sparse_iter(&f).unwrap()).unwrap();
+    let row = sch.get_block("sddmm0").unwrap();
+    let inner = sch.get_block("sddmm1").unwrap();
+    let copy = sch.cache_read(inner, "A", sparsec_ir::Scope::Shared, row).unwrap();
+    let i = loops(&mut sch, "sddmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let ax = sch.get_loops(copy).unwrap()[0];
+    sch.bind(ax, ThreadIdxX).unwrap();
+    let j = loops(&mut sch, "sddmm_init1")[0];
+    let j = sch.split(j, &[None, Some(32)]).unwrap();
+    sch.bind(j[1], ThreadIdxX).unwrap();
+    let j = loops(&mut sch, "sddmm1")[0];
+    let j = sch.split(j, &[None, Some(32)]).unwrap();
+    sch.bind(j[1], ThreadIdxX).unwrap();
+    let prog = compile_with_structure(sch.func(), &f).unwrap_or_else(|e| panic!("{e}\n{}", sch.text()));
+    check_all("sddmm", "A row in shared memory", &prog);
+}
