@@ -92,7 +92,8 @@ struct IrKernel {
     spill_x: bool,
     alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
     settings: KernelSettings,
-    device_properties: Arc<DeviceProperties>,
+    /// `None` when compiling sources offline, with no device.
+    device_properties: Option<Arc<DeviceProperties>>,
     target_properties: Arc<TargetProperties>,
     compilations: Arc<AtomicUsize>,
 }
@@ -133,7 +134,9 @@ impl IrKernel {
         let name = self.id().entrypoint_name(&k.name);
         let mut builder = KernelBuilder::new(self.settings.clone().kernel_name(name));
         builder.runtime_properties(self.target_properties.as_ref().clone());
-        builder.device_properties(&self.device_properties);
+        if let Some(dp) = &self.device_properties {
+            builder.device_properties(dp);
+        }
         let (args, scalars) = register_args(&mut builder, &self.program, k)?;
         expand_body(&builder.scope, &self.program, k, self, args, scalars)?;
         Ok(builder.build())
@@ -345,7 +348,7 @@ impl CompiledProgram {
             // A representative launch shape (scalars unknown): the per-tag extents that are
             // literals, 1 otherwise; `PerIteration` uses the default cube size.
             let shape = representative_shape(plan);
-            let kernel = k.ir_kernel(&shape, Vec::new(), Arc::new(offline_properties()), Arc::new(target.clone()));
+            let kernel = k.ir_kernel(&shape, Vec::new(), None, Arc::new(target.clone()));
             let def = kernel.try_define()?;
             let src = compile(def).map_err(RuntimeError::Server)?;
             out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(plan)));
@@ -354,11 +357,6 @@ impl CompiledProgram {
         }
         Ok(out)
     }
-}
-
-/// Properties of no particular device, for compiling sources offline.
-fn offline_properties() -> DeviceProperties {
-    <cubecl::wgpu::WgpuRuntime>::client(&Default::default()).properties().clone()
 }
 
 fn representative_shape(k: &KernelPlan) -> LaunchShape {
@@ -444,7 +442,7 @@ impl CompiledKernel {
         &self,
         shape: &LaunchShape,
         alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
-        dp: Arc<DeviceProperties>,
+        dp: Option<Arc<DeviceProperties>>,
         tp: Arc<TargetProperties>,
     ) -> IrKernel {
         IrKernel {
@@ -537,7 +535,7 @@ impl CompiledKernel {
             }
             sizes.push((b, n.max(1) as usize));
         }
-        let kernel = self.ir_kernel(&shape, sizes, client.properties_shared(), client.target_properties_shared());
+        let kernel = self.ir_kernel(&shape, sizes, Some(client.properties_shared()), client.target_properties_shared());
         let mut launcher = KernelLauncher::new(kernel.settings.clone());
         launcher.with_scope(|scope| scope.device_properties(client.properties()));
         for b in &k.bufs {

@@ -92,3 +92,11 @@ fn show_wgsl() {
     let name = std::env::var("SPARSEC_SHOW").unwrap_or_else(|_| "csrmm".into());
     println!("{}", emit_wgsl(&workload(&name)).unwrap());
 }
+
+/// Prints the CUDA of `$SPARSEC_SHOW` (debugging aid).
+#[test]
+#[ignore]
+fn show_cuda() {
+    let name = std::env::var("SPARSEC_SHOW").unwrap_or_else(|_| "csrmm".into());
+    println!("{}", emit_cuda(&workload(&name)).unwrap());
+}
