@@ -24,6 +24,8 @@ mod validate;
 pub use emit::EmitError;
 pub use lower::LowerError;
 pub use plan::{PlanError, DEFAULT_CUBE_DIM};
+#[cfg(feature = "cuda")]
+pub use runtime::cuda_client;
 pub use runtime::{wgpu_client, CompiledKernel, CompiledProgram, LaunchShape, RuntimeError};
 pub use validate::ValidateError;
 

@@ -222,6 +222,12 @@ impl CompiledProgram {
         self.compilations.load(Ordering::Relaxed)
     }
 
+    /// The grid and cube dimensions each kernel gets for these arguments.
+    pub fn launch_shapes(&self, args: &Args) -> Result<Vec<LaunchShape>, CubeclError> {
+        let ints = validate::scalar_values(&self.program.func, args)?;
+        Ok(self.kernels.iter().map(|k| k.shape(&ints)).collect::<Result<_, _>>()?)
+    }
+
     /// The Stage-III function.
     pub fn func(&self) -> &Func {
         &self.program.func

@@ -22,6 +22,9 @@ fn second_launch_compiles_nothing() {
     assert!(first >= 1, "the first launch compiles");
     prog.run(&client, &c.args).unwrap();
     assert_eq!(prog.compilations(), first, "a second launch compiled again");
+    let shapes = prog.launch_shapes(&c.args).unwrap();
+    assert_eq!(shapes.len(), prog.kernels().len());
+    assert_eq!(shapes[0].units, [sparsec_backend_cubecl::DEFAULT_CUBE_DIM, 1, 1]);
     // A second compilation of the same function shares the cache.
     let again = compile(&f).unwrap();
     again.run(&client, &c.args).unwrap();
