@@ -14,6 +14,8 @@
 //!
 //! See `docs/backend-cubecl.md` for the mapping from IR to CubeCL.
 
+#![warn(missing_docs)]
+
 mod emit;
 mod expand;
 mod lower;
