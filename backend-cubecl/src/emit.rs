@@ -36,7 +36,6 @@ struct TextGen<'a> {
     indent: usize,
     counter: usize,
     plan: &'a KernelPlan,
-    func: &'a Func,
     allocs: HashMap<BufferId, String>,
 }
 
@@ -422,7 +421,7 @@ pub fn render_with(plan: &ProgramPlan, alloc_sizes: &HashMap<BufferId, usize>) -
         }
         let _ = writeln!(out, "\n/// Kernel {} of `{}`.", k.name, func.name);
         let _ = writeln!(out, "#[cube(launch)]\npub fn {}({}) {{", k.name, params.join(", "));
-        let mut g = TextGen { out: String::new(), indent: 1, counter: 0, plan: k, func, allocs: HashMap::new() };
+        let mut g = TextGen { out: String::new(), indent: 1, counter: 0, plan: k, allocs: HashMap::new() };
         let mut w = Walker::new(func, k);
         w.alloc_sizes = alloc_sizes.clone();
         for (_, v) in &k.scalars {
@@ -430,31 +429,24 @@ pub fn render_with(plan: &ProgramPlan, alloc_sizes: &HashMap<BufferId, usize>) -
             w.bind_var(*v, name);
         }
         w.kernel(&mut g)?;
-        let _ = g.func;
         out.push_str(&g.out);
         out.push_str("}\n");
     }
     // Launch helper.
     let mut args = vec!["client: &Client".to_string()];
-    let mut scalar_names = Vec::new();
     for p in &func.params {
         match p.kind {
             ParamKind::Handle => args.push(format!("{}: &Handle", crate::plan::sanitize(&p.name))),
             ParamKind::Scalar(v) => {
                 let n = crate::plan::sanitize(&p.name);
                 args.push(format!("{n}: {}", rust_type(func.vars[v].dtype)));
-                scalar_names.push(n);
             }
         }
     }
-    let mut lens = Vec::new();
     for g in &plan.globals {
-        let b = &func.buffers[*g];
-        let n = crate::plan::sanitize(&b.name);
+        let n = crate::plan::sanitize(&func.buffers[*g].name);
         args.push(format!("{n}: &Handle"));
-        lens.push(n);
     }
-    let _ = lens;
     let _ = writeln!(
         out,
         "\n/// Launches the kernels of `{}` in order. Handles hold the arrays of the handle parameters\n/// (and function-level global buffers), each of the parameter's element type; `lens` gives\n/// their lengths in elements, in the same order.",
@@ -477,7 +469,6 @@ pub fn render_with(plan: &ProgramPlan, alloc_sizes: &HashMap<BufferId, usize>) -
         }
         let _ = writeln!(out, "    {}::launch({});", k.name, call.join(", "));
     }
-    let _ = scalar_names;
     out.push_str("}\n");
     Ok(out)
 }
