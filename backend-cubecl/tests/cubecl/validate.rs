@@ -102,3 +102,20 @@ fn wrong_dtype_and_missing_values_are_rejected() {
     args.arrays.shift_remove("indices");
     assert!(matches!(rejected(&args), ValidateError::Missing(_)));
 }
+
+/// Dtypes without a GPU buffer type are refused at compile time, with the buffer named.
+#[test]
+fn bool_buffers_are_refused_with_a_clear_error() {
+    let text = "func flags(a: handle, n: i32) stage III {
+  buffer A = match_buffer(a, [n], bool)
+  for i in serial(n) {
+    block b(vi: spatial(n) = i) {
+      A[vi] = true
+    }
+  }
+}
+";
+    let f = sparsec_ir::text::parse_func("flags", text).unwrap();
+    let e = compile(&f).expect_err("a bool buffer was accepted").to_string();
+    assert!(e.contains("`A`") && e.contains("bool"), "{e}");
+}
