@@ -224,3 +224,31 @@ fn code_generators_take_stage_iii_only() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("the mlir-cpu backend runs Stage III only"), "{}", stderr(&o));
 }
+
+#[test]
+fn mlir_emission_and_cpu_runs() {
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "mlir", "--auto", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("gpu.module") && out.contains("gpu.launch_func") && out.contains("gpu.func"), "{out}");
+    for chip in ["sm_80", "sm_90"] {
+        let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "ptx", "--chip", chip, "--auto", "gpu"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stdout(&o).contains(&format!(".target {chip}")), "{}", stdout(&o));
+    }
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "ptx", "--chip", "sm_xx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+
+    let (_, path) = sparsec::formats::shared_matrices().into_iter().next().expect("a shared matrix");
+    let mat = format!("A={}", path.display());
+    let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8"]);
+    for extra in [&[][..], &["--auto", "cpu"][..], &["--auto", "gpu"][..]] {
+        let mut args = vec!["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu"];
+        args.extend_from_slice(extra);
+        let o = sparsec(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o).lines().next(), stdout(&base).lines().next(), "{extra:?}");
+        assert!(stdout(&o).contains("stage III on mlir-cpu"), "{}", stdout(&o));
+    }
+}
