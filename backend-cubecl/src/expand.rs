@@ -1,0 +1,660 @@
+//! The CubeCL [`Gen`]: builds kernel IR at run time through CubeCL's public expand
+//! functions (what `#[cube]` generates), one typed value per IR dtype.
+
+use crate::lower::{BufRef, Builtin, Gen, LowerError};
+use cubecl::prelude::*;
+use sparsec_ir::{BinOp, BufferId, DType, Intrinsic, ThreadTag, UnOp};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+
+type R<T> = Result<T, LowerError>;
+
+fn err<T>(msg: impl Into<String>) -> R<T> {
+    Err(LowerError::Unsupported(msg.into()))
+}
+
+/// A value of one of the IR dtypes.
+#[derive(Clone)]
+pub enum Val {
+    /// `i32`
+    I32(NativeExpand<i32>),
+    /// `i64`
+    I64(NativeExpand<i64>),
+    /// `f16`
+    F16(NativeExpand<half::f16>),
+    /// `bf16`
+    BF16(NativeExpand<half::bf16>),
+    /// `f32`
+    F32(NativeExpand<f32>),
+    /// `f64`
+    F64(NativeExpand<f64>),
+    /// `bool`
+    Bool(NativeExpand<bool>),
+}
+
+/// A CubeCL scalar type that stands for an IR dtype.
+pub trait ValType: CubePrimitive + Sized {
+    /// Wraps a value.
+    fn wrap(v: NativeExpand<Self>) -> Val;
+    /// Unwraps a value of this type.
+    fn unwrap(v: Val) -> Option<NativeExpand<Self>>;
+}
+
+macro_rules! val_type {
+    ($t:ty, $v:ident) => {
+        impl ValType for $t {
+            fn wrap(v: NativeExpand<Self>) -> Val {
+                Val::$v(v)
+            }
+            fn unwrap(v: Val) -> Option<NativeExpand<Self>> {
+                match v {
+                    Val::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+val_type!(i32, I32);
+val_type!(i64, I64);
+val_type!(half::f16, F16);
+val_type!(half::bf16, BF16);
+val_type!(f32, F32);
+val_type!(f64, F64);
+val_type!(bool, Bool);
+
+fn mismatch<T>(what: &str) -> R<T> {
+    err(format!("operands of {what} have different or unsupported types"))
+}
+
+/// Same-type numeric binary operation.
+macro_rules! num2 {
+    ($a:expr, $b:expr, $x:ident, $y:ident, $body:expr, $what:expr) => {
+        match ($a, $b) {
+            (Val::I32($x), Val::I32($y)) => Val::I32($body),
+            (Val::I64($x), Val::I64($y)) => Val::I64($body),
+            (Val::F32($x), Val::F32($y)) => Val::F32($body),
+            (Val::F64($x), Val::F64($y)) => Val::F64($body),
+            (Val::F16($x), Val::F16($y)) => Val::F16($body),
+            (Val::BF16($x), Val::BF16($y)) => Val::BF16($body),
+            _ => return mismatch($what),
+        }
+    };
+}
+
+/// Comparison of two values of one type.
+macro_rules! cmp2 {
+    ($a:expr, $b:expr, $x:ident, $y:ident, $body:expr, $what:expr) => {
+        match ($a, $b) {
+            (Val::I32($x), Val::I32($y)) => Val::Bool($body),
+            (Val::I64($x), Val::I64($y)) => Val::Bool($body),
+            (Val::F32($x), Val::F32($y)) => Val::Bool($body),
+            (Val::F64($x), Val::F64($y)) => Val::Bool($body),
+            (Val::F16($x), Val::F16($y)) => Val::Bool($body),
+            (Val::BF16($x), Val::BF16($y)) => Val::Bool($body),
+            _ => return mismatch($what),
+        }
+    };
+}
+
+/// Float unary function, with `T` the float type.
+macro_rules! float1 {
+    ($a:expr, $x:ident, $T:ident, $body:expr, $what:expr) => {
+        match $a {
+            Val::F32($x) => {
+                type $T = f32;
+                Val::F32($body)
+            }
+            Val::F64($x) => {
+                type $T = f64;
+                Val::F64($body)
+            }
+            Val::F16($x) => {
+                type $T = half::f16;
+                Val::F16($body)
+            }
+            Val::BF16($x) => {
+                type $T = half::bf16;
+                Val::BF16($body)
+            }
+            _ => return err(format!("{} takes a float", $what)),
+        }
+    };
+}
+
+/// Any-type unary, with `T` the type.
+macro_rules! num1 {
+    ($a:expr, $x:ident, $T:ident, $body:expr) => {
+        match $a {
+            Val::I32($x) => {
+                type $T = i32;
+                Val::I32($body)
+            }
+            Val::I64($x) => {
+                type $T = i64;
+                Val::I64($body)
+            }
+            Val::F32($x) => {
+                type $T = f32;
+                Val::F32($body)
+            }
+            Val::F64($x) => {
+                type $T = f64;
+                Val::F64($body)
+            }
+            Val::F16($x) => {
+                type $T = half::f16;
+                Val::F16($body)
+            }
+            Val::BF16($x) => {
+                type $T = half::bf16;
+                Val::BF16($body)
+            }
+            Val::Bool(_) => return err("arithmetic on bool"),
+        }
+    };
+}
+
+fn lit<T: ValType + cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(scope: &Scope, v: T) -> Val {
+    T::wrap(NativeExpand::from_lit(scope, v))
+}
+
+/// A literal of dtype `d` from an `f64`.
+fn lit_f64(scope: &Scope, v: f64, d: DType) -> Val {
+    match d {
+        DType::I32 => lit(scope, v as i32),
+        DType::I64 => lit(scope, v as i64),
+        DType::F16 => lit(scope, half::f16::from_f64(v)),
+        DType::BF16 => lit(scope, half::bf16::from_f64(v)),
+        DType::F32 => lit(scope, v as f32),
+        DType::F64 => lit(scope, v),
+        DType::Bool => lit(scope, v != 0.0),
+    }
+}
+
+fn cast_to<F: CubePrimitive>(scope: &Scope, x: NativeExpand<F>, to: DType) -> Val {
+    match to {
+        DType::I32 => Val::I32(<i32 as Cast>::__expand_cast_from(scope, x)),
+        DType::I64 => Val::I64(<i64 as Cast>::__expand_cast_from(scope, x)),
+        DType::F16 => Val::F16(<half::f16 as Cast>::__expand_cast_from(scope, x)),
+        DType::BF16 => Val::BF16(<half::bf16 as Cast>::__expand_cast_from(scope, x)),
+        DType::F32 => Val::F32(<f32 as Cast>::__expand_cast_from(scope, x)),
+        DType::F64 => Val::F64(<f64 as Cast>::__expand_cast_from(scope, x)),
+        DType::Bool => Val::Bool(<bool as Cast>::__expand_cast_from(scope, x)),
+    }
+}
+
+fn to_usize(scope: &Scope, v: Val) -> R<NativeExpand<usize>> {
+    Ok(match v {
+        Val::I32(x) => <usize as Cast>::__expand_cast_from(scope, x),
+        Val::I64(x) => <usize as Cast>::__expand_cast_from(scope, x),
+        _ => return err("an index must be an integer"),
+    })
+}
+
+/// A buffer as the kernel sees it, whatever its element type and memory.
+pub trait DynBuf {
+    /// `b[i]`
+    fn load(&self, scope: &Scope, i: NativeExpand<usize>) -> R<Val>;
+    /// `b[i] = v`
+    fn store(&mut self, scope: &Scope, i: NativeExpand<usize>, v: Val) -> R<()>;
+    /// Atomic add; the old value.
+    fn atomic_add(&self, _scope: &Scope, _i: NativeExpand<usize>, _v: Val) -> R<Val> {
+        err("atomic_add on a non-atomic buffer")
+    }
+}
+
+/// A plain buffer: global slice, local array or shared memory.
+pub struct Plain<C, B> {
+    b: B,
+    _c: PhantomData<C>,
+}
+
+impl<C, B> DynBuf for Plain<C, B>
+where
+    C: ValType,
+    B: IndexMutExpand<NativeExpand<usize>, Output = NativeExpand<C>>,
+{
+    fn load(&self, scope: &Scope, i: NativeExpand<usize>) -> R<Val> {
+        Ok(C::wrap(__expand_deref(scope, self.b.__expand_index_method(scope, i))))
+    }
+
+    fn store(&mut self, scope: &Scope, i: NativeExpand<usize>, v: Val) -> R<()> {
+        let Some(v) = C::unwrap(v) else { return err("stored value has the wrong type") };
+        __expand_assign(scope, self.b.__expand_index_mut_method(scope, i), v);
+        Ok(())
+    }
+}
+
+/// A global buffer of atomics.
+pub struct AtomicBuf<C: CubePrimitive> {
+    b: NativeExpand<[Atomic<C>]>,
+}
+
+impl<C: ValType> DynBuf for AtomicBuf<C>
+where
+    C: CubePrimitive<Scalar: Numeric>,
+{
+    fn load(&self, scope: &Scope, i: NativeExpand<usize>) -> R<Val> {
+        Ok(C::wrap(self.b.__expand_index_method(scope, i).__expand_load_method(scope)))
+    }
+
+    fn store(&mut self, scope: &Scope, i: NativeExpand<usize>, v: Val) -> R<()> {
+        let Some(v) = C::unwrap(v) else { return err("stored value has the wrong type") };
+        self.b.__expand_index_method(scope, i).__expand_store_method(scope, v);
+        Ok(())
+    }
+
+    fn atomic_add(&self, scope: &Scope, i: NativeExpand<usize>, v: Val) -> R<Val> {
+        let Some(v) = C::unwrap(v) else { return err("added value has the wrong type") };
+        Ok(C::wrap(self.b.__expand_index_method(scope, i).__expand_fetch_add_method(scope, v)))
+    }
+}
+
+fn plain<C: ValType, B: IndexMutExpand<NativeExpand<usize>, Output = NativeExpand<C>> + 'static>(b: B) -> Box<dyn DynBuf> {
+    Box::new(Plain { b, _c: PhantomData::<C> })
+}
+
+/// Registers a global buffer argument of dtype `d`.
+pub fn global_buf(builder: &mut KernelBuilder, d: DType, atomic: bool) -> R<Box<dyn DynBuf>> {
+    let arg = BufferCompilationArg { inplace: None };
+    macro_rules! reg {
+        ($t:ty) => {
+            if atomic {
+                Box::new(AtomicBuf::<$t> { b: <[Atomic<$t>] as LaunchArg>::expand(&arg, builder) }) as Box<dyn DynBuf>
+            } else {
+                plain::<$t, _>(<[$t] as LaunchArg>::expand(&arg, builder))
+            }
+        };
+    }
+    Ok(match d {
+        DType::I32 => reg!(i32),
+        DType::I64 => reg!(i64),
+        DType::F32 => reg!(f32),
+        DType::F64 => reg!(f64),
+        DType::F16 if !atomic => plain::<half::f16, _>(<[half::f16] as LaunchArg>::expand(&arg, builder)),
+        DType::BF16 if !atomic => plain::<half::bf16, _>(<[half::bf16] as LaunchArg>::expand(&arg, builder)),
+        d => return err(format!("no CubeCL buffer for {}{d}", if atomic { "atomic " } else { "" })),
+    })
+}
+
+/// Registers a scalar argument of dtype `d`.
+pub fn scalar_arg(builder: &mut KernelBuilder, d: DType) -> R<Val> {
+    Ok(match d {
+        DType::I32 => Val::I32(<i32 as LaunchArg>::expand(&(), builder)),
+        DType::I64 => Val::I64(<i64 as LaunchArg>::expand(&(), builder)),
+        DType::F32 => Val::F32(<f32 as LaunchArg>::expand(&(), builder)),
+        DType::F64 => Val::F64(<f64 as LaunchArg>::expand(&(), builder)),
+        d => return err(format!("scalar parameters of type {d} are not supported")),
+    })
+}
+
+/// The expanding generator. It holds the current scope as a pointer because CubeCL hands
+/// each nested scope to a closure.
+pub struct ExpandGen {
+    scope: *const Scope,
+    /// Kernel buffer arguments, in plan order.
+    pub args: Vec<Box<dyn DynBuf>>,
+    allocs: HashMap<BufferId, Box<dyn DynBuf>>,
+}
+
+impl ExpandGen {
+    /// A generator writing into `scope` (which must outlive it).
+    pub fn new(scope: &Scope, args: Vec<Box<dyn DynBuf>>) -> Self {
+        ExpandGen { scope, args, allocs: HashMap::new() }
+    }
+
+    fn s(&self) -> &Scope {
+        // SAFETY: `scope` is the root scope (alive for the whole expansion) or a child scope
+        // set by `nested` for the duration of the closure that owns it.
+        unsafe { &*self.scope }
+    }
+
+    /// Runs `f` with `child` as the current scope.
+    fn nested<T>(&mut self, child: &Scope, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = self.scope;
+        self.scope = child;
+        let r = f(self);
+        self.scope = saved;
+        r
+    }
+
+    fn buf(&mut self, b: BufRef) -> R<&mut Box<dyn DynBuf>> {
+        match b {
+            BufRef::Arg(i) => match self.args.get_mut(i) {
+                Some(x) => Ok(x),
+                None => err("unknown kernel argument"),
+            },
+            BufRef::Alloc(id) => match self.allocs.get_mut(&id) {
+                Some(x) => Ok(x),
+                None => err("buffer used before its allocation"),
+            },
+        }
+    }
+}
+
+impl Gen for ExpandGen {
+    type V = Val;
+
+    fn int(&mut self, v: i64, d: DType) -> R<Val> {
+        Ok(match d {
+            DType::I32 => lit(self.s(), v as i32),
+            DType::I64 => lit(self.s(), v),
+            d => lit_f64(self.s(), v as f64, d),
+        })
+    }
+
+    fn float(&mut self, v: f64, d: DType) -> R<Val> {
+        Ok(lit_f64(self.s(), v, d))
+    }
+
+    fn boolean(&mut self, v: bool) -> R<Val> {
+        Ok(lit(self.s(), v))
+    }
+
+    fn binary(&mut self, op: BinOp, a: Val, b: Val, d: DType) -> R<Val> {
+        let s = self.s();
+        Ok(match op {
+            BinOp::Add => num2!(a, b, x, y, x.__expand_add_method(s, y), "+"),
+            BinOp::Sub => num2!(a, b, x, y, x.__expand_sub_method(s, y), "-"),
+            BinOp::Mul => num2!(a, b, x, y, x.__expand_mul_method(s, y), "*"),
+            BinOp::Div => num2!(a, b, x, y, x.__expand_div_method(s, y), "/"),
+            BinOp::FloorMod => match (a, b) {
+                (Val::I32(x), Val::I32(y)) => Val::I32(x.__expand_mod_floor_method(s, y)),
+                (Val::I64(x), Val::I64(y)) => Val::I64(x.__expand_mod_floor_method(s, y)),
+                (a, b) => {
+                    // Floats: a - floor(a / b) * b.
+                    let q = self.binary(BinOp::Div, a.clone(), b.clone(), d)?;
+                    let q = self.call(Intrinsic::Floor, vec![q], d)?;
+                    let m = self.binary(BinOp::Mul, q, b, d)?;
+                    return self.binary(BinOp::Sub, a, m, d);
+                }
+            },
+            BinOp::FloorDiv => {
+                if d.is_int() {
+                    // (a - mod_floor(a, b)) / b is exact.
+                    let r = self.binary(BinOp::FloorMod, a.clone(), b.clone(), d)?;
+                    let t = self.binary(BinOp::Sub, a, r, d)?;
+                    return self.binary(BinOp::Div, t, b, d);
+                }
+                let q = self.binary(BinOp::Div, a, b, d)?;
+                return self.call(Intrinsic::Floor, vec![q], d);
+            }
+            BinOp::Min | BinOp::Max => {
+                let lt = if op == BinOp::Min {
+                    self.binary(BinOp::Lt, a.clone(), b.clone(), d)?
+                } else {
+                    self.binary(BinOp::Gt, a.clone(), b.clone(), d)?
+                };
+                return self.select(lt, a, b, d);
+            }
+            BinOp::Eq => match (a, b) {
+                (Val::Bool(x), Val::Bool(y)) => Val::Bool(x.__expand_eq_method(s, &y)),
+                (a, b) => cmp2!(a, b, x, y, x.__expand_eq_method(s, &y), "=="),
+            },
+            BinOp::Ne => match (a, b) {
+                (Val::Bool(x), Val::Bool(y)) => Val::Bool(x.__expand_ne_method(s, &y)),
+                (a, b) => cmp2!(a, b, x, y, x.__expand_ne_method(s, &y), "!="),
+            },
+            BinOp::Lt => cmp2!(a, b, x, y, x.__expand_lt_method(s, &y), "<"),
+            BinOp::Le => cmp2!(a, b, x, y, x.__expand_le_method(s, &y), "<="),
+            BinOp::Gt => cmp2!(a, b, x, y, x.__expand_gt_method(s, &y), ">"),
+            BinOp::Ge => cmp2!(a, b, x, y, x.__expand_ge_method(s, &y), ">="),
+            BinOp::And | BinOp::Or => match (a, b) {
+                (Val::Bool(x), Val::Bool(y)) => Val::Bool(if op == BinOp::And {
+                    x.__expand_and_method(s, y)
+                } else {
+                    x.__expand_or_method(s, y)
+                }),
+                _ => return mismatch("&&/||"),
+            },
+        })
+    }
+
+    fn unary(&mut self, op: UnOp, a: Val, _d: DType) -> R<Val> {
+        let s = self.s();
+        Ok(match (op, a) {
+            (UnOp::Not, Val::Bool(x)) => Val::Bool(x.__expand_not_method(s)),
+            (UnOp::Not, _) => return err("`!` takes a bool"),
+            (UnOp::Neg, a) => num1!(a, x, _T, x.__expand_neg_method(s)),
+        })
+    }
+
+    fn select(&mut self, c: Val, a: Val, b: Val, _d: DType) -> R<Val> {
+        let s = self.s();
+        let Val::Bool(c) = c else { return err("select takes a bool condition") };
+        Ok(match (a, b) {
+            (Val::Bool(x), Val::Bool(y)) => Val::Bool(select::expand(s, c, x, y)),
+            (a, b) => num2!(a, b, x, y, select::expand(s, c.clone(), x, y), "select"),
+        })
+    }
+
+    fn cast(&mut self, v: Val, _from: DType, to: DType) -> R<Val> {
+        let s = self.s();
+        if to == DType::Bool {
+            let z = lit_f64(s, 0.0, _from);
+            return self.binary(BinOp::Ne, v, z, _from);
+        }
+        Ok(match v {
+            Val::I32(x) => cast_to(s, x, to),
+            Val::I64(x) => cast_to(s, x, to),
+            Val::F16(x) => cast_to(s, x, to),
+            Val::BF16(x) => cast_to(s, x, to),
+            Val::F32(x) => cast_to(s, x, to),
+            Val::F64(x) => cast_to(s, x, to),
+            Val::Bool(c) => {
+                let (one, zero) = (lit_f64(s, 1.0, to), lit_f64(s, 0.0, to));
+                return self.select(Val::Bool(c), one, zero, to);
+            }
+        })
+    }
+
+    fn call(&mut self, f: Intrinsic, args: Vec<Val>, d: DType) -> R<Val> {
+        let s = self.s();
+        let mut it = args.into_iter();
+        let mut next = || it.next().ok_or_else(|| LowerError::Unsupported(format!("`{}` lacks an operand", f.name())));
+        Ok(match f {
+            Intrinsic::Exp => float1!(next()?, x, T, T::__expand_exp(s, x), "exp"),
+            Intrinsic::Log => float1!(next()?, x, T, T::__expand_ln(s, x), "log"),
+            Intrinsic::Sqrt => float1!(next()?, x, T, T::__expand_sqrt(s, x), "sqrt"),
+            Intrinsic::Tanh => float1!(next()?, x, T, T::__expand_tanh(s, x), "tanh"),
+            Intrinsic::Floor => float1!(next()?, x, T, T::__expand_floor(s, x), "floor"),
+            Intrinsic::Ceil => float1!(next()?, x, T, T::__expand_ceil(s, x), "ceil"),
+            Intrinsic::Abs => num1!(next()?, x, T, T::__expand_abs(s, x)),
+            Intrinsic::Sigmoid => {
+                let x = next()?;
+                let one = lit_f64(s, 1.0, d);
+                let neg = self.unary(UnOp::Neg, x, d)?;
+                let e = self.call(Intrinsic::Exp, vec![neg], d)?;
+                let den = self.binary(BinOp::Add, one.clone(), e, d)?;
+                return self.binary(BinOp::Div, one, den, d);
+            }
+            Intrinsic::Pow => {
+                let (a, b) = (next()?, next()?);
+                match (a, b) {
+                    (Val::F32(x), Val::F32(y)) => Val::F32(f32::__expand_powf(s, x, y)),
+                    (Val::F64(x), Val::F64(y)) => Val::F64(f64::__expand_powf(s, x, y)),
+                    _ => return err("pow takes two f32 or two f64 operands"),
+                }
+            }
+            Intrinsic::MaxValue(d) => match d {
+                DType::I32 => lit(s, i32::MAX),
+                DType::I64 => lit(s, i64::MAX),
+                DType::F32 => lit(s, f32::MAX),
+                DType::F64 => lit(s, f64::MAX),
+                DType::F16 => lit(s, half::f16::MAX),
+                DType::BF16 => lit(s, half::bf16::MAX),
+                DType::Bool => lit(s, true),
+            },
+            Intrinsic::MinValue(d) => match d {
+                DType::I32 => lit(s, i32::MIN),
+                DType::I64 => lit(s, i64::MIN),
+                DType::F32 => lit(s, f32::MIN),
+                DType::F64 => lit(s, f64::MIN),
+                DType::F16 => lit(s, half::f16::MIN),
+                DType::BF16 => lit(s, half::bf16::MIN),
+                DType::Bool => lit(s, false),
+            },
+        })
+    }
+
+    fn builtin(&mut self, b: Builtin, d: DType) -> R<Val> {
+        let s = self.s();
+        Ok(match b {
+            Builtin::Tag(t) => {
+                let x = match t {
+                    ThreadTag::BlockIdxX => CUBE_POS_X::expand(s),
+                    ThreadTag::BlockIdxY => CUBE_POS_Y::expand(s),
+                    ThreadTag::BlockIdxZ => CUBE_POS_Z::expand(s),
+                    ThreadTag::ThreadIdxX => UNIT_POS_X::expand(s),
+                    ThreadTag::ThreadIdxY => UNIT_POS_Y::expand(s),
+                    ThreadTag::ThreadIdxZ => UNIT_POS_Z::expand(s),
+                };
+                cast_to(s, x, d)
+            }
+            Builtin::CubePos => cast_to(s, CUBE_POS::expand(s), d),
+            Builtin::AbsolutePos => cast_to(s, ABSOLUTE_POS::expand(s), d),
+        })
+    }
+
+    fn bind(&mut self, v: Val, _name: &str, _d: DType) -> R<Val> {
+        Ok(v)
+    }
+
+    fn load(&mut self, buf: BufRef, idx: Val, _id: DType, _d: DType) -> R<Val> {
+        let i = to_usize(self.s(), idx)?;
+        let s: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        self.buf(buf)?.load(unsafe { &*s }, i)
+    }
+
+    fn store(&mut self, buf: BufRef, idx: Val, _id: DType, v: Val, _d: DType) -> R<()> {
+        let i = to_usize(self.s(), idx)?;
+        let s: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        self.buf(buf)?.store(unsafe { &*s }, i, v)
+    }
+
+    fn atomic_add(&mut self, buf: BufRef, idx: Val, _id: DType, v: Val, _d: DType) -> R<Val> {
+        let i = to_usize(self.s(), idx)?;
+        let s: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        self.buf(buf)?.atomic_add(unsafe { &*s }, i, v)
+    }
+
+    fn atomic_load(&mut self, buf: BufRef, idx: Val, id: DType, d: DType) -> R<Val> {
+        self.load(buf, idx, id, d)
+    }
+
+    fn atomic_store(&mut self, buf: BufRef, idx: Val, id: DType, v: Val, d: DType) -> R<()> {
+        self.store(buf, idx, id, v, d)
+    }
+
+    fn if_else(
+        &mut self,
+        c: Val,
+        then: &mut dyn FnMut(&mut Self) -> R<()>,
+        otherwise: Option<&mut dyn FnMut(&mut Self) -> R<()>>,
+    ) -> R<()> {
+        let Val::Bool(c) = c else { return err("a condition must be a bool") };
+        let mut res = Ok(());
+        let scope: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        let scope = unsafe { &*scope };
+        match otherwise {
+            None => if_expand(scope, c, |child| res = self.nested(child, |g| then(g))),
+            Some(e) => {
+                let mut res2 = Ok(());
+                if_else_expand(scope, c, |child| res = self.nested(child, |g| then(g)))
+                    .or_else(scope, |child| res2 = self.nested(child, |g| e(g)));
+                res = res.and(res2);
+            }
+        }
+        res
+    }
+
+    fn for_range(
+        &mut self,
+        start: Val,
+        end: Val,
+        _d: DType,
+        _name: &str,
+        body: &mut dyn FnMut(&mut Self, Val) -> R<()>,
+    ) -> R<()> {
+        let mut res = Ok(());
+        let scope: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        let scope = unsafe { &*scope };
+        match (start, end) {
+            (Val::I32(a), Val::I32(b)) => for_expand(scope, RangeExpand::new(a, b), false, |child, i| {
+                if res.is_ok() {
+                    res = self.nested(child, |g| body(g, Val::I32(i)));
+                }
+            }),
+            (Val::I64(a), Val::I64(b)) => for_expand(scope, RangeExpand::new(a, b), false, |child, i| {
+                if res.is_ok() {
+                    res = self.nested(child, |g| body(g, Val::I64(i)));
+                }
+            }),
+            _ => return err("loop bounds must be two i32 or two i64"),
+        }
+        res
+    }
+
+    fn infinite_loop(&mut self, body: &mut dyn FnMut(&mut Self) -> R<()>) -> R<()> {
+        let mut res = Ok(());
+        let scope: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        let scope = unsafe { &*scope };
+        loop_expand(scope, |child| {
+            if res.is_ok() {
+                res = self.nested(child, |g| body(g));
+            }
+        });
+        res
+    }
+
+    fn brk(&mut self) -> R<()> {
+        break_expand(self.s());
+        Ok(())
+    }
+
+    fn alloc(&mut self, buf: BufferId, _name: &str, len: usize, d: DType, shared: bool) -> R<()> {
+        let s = self.s();
+        macro_rules! mk {
+            ($t:ty) => {
+                if shared {
+                    plain::<$t, _>(IntoMut::into_mut(Shared::<[$t]>::__expand_new_slice(s, len.into()), s))
+                } else {
+                    plain::<$t, _>(IntoMut::into_mut(Array::<$t>::__expand_new(s, len.into()), s))
+                }
+            };
+        }
+        let b = match d {
+            DType::I32 => mk!(i32),
+            DType::I64 => mk!(i64),
+            DType::F32 => mk!(f32),
+            DType::F64 => mk!(f64),
+            DType::F16 => mk!(half::f16),
+            DType::BF16 => mk!(half::bf16),
+            DType::Bool => return err("bool buffers are not supported; use i32"),
+        };
+        self.allocs.insert(buf, b);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> R<()> {
+        sync_cube::expand(self.s());
+        Ok(())
+    }
+
+    fn cube_units(&mut self) -> R<Val> {
+        let s = self.s();
+        Ok(cast_to(s, CUBE_DIM::expand(s), DType::I32))
+    }
+
+    fn unit_pos(&mut self) -> R<Val> {
+        let s = self.s();
+        Ok(cast_to(s, UNIT_POS::expand(s), DType::I32))
+    }
+}

@@ -1,0 +1,160 @@
+//! Every corpus workload, unscheduled and with a GPU schedule, on every shared and generated
+//! matrix, against the oracle (fp32, rtol 1e-4). Outputs start filled with the testkit
+//! sentinel, so a missed `init` fails.
+
+use super::common::{check_all, workload};
+use sparsec_backend_cubecl::{compile, compile_with_structure};
+use sparsec_ir::ThreadTag::*;
+use sparsec_schedule::{LoopRv, Schedule};
+
+fn unscheduled(name: &str) {
+    let prog = compile(&workload(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_all(name, "unscheduled", &prog);
+}
+
+/// The default GPU schedule (`blockIdx.x` × 64 `threadIdx.x` on independent outer loops).
+fn auto_scheduled(name: &str) {
+    let f = workload(name);
+    let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let prog = compile_with_structure(&s, &f).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_all(name, "gpu_schedule", &prog);
+}
+
+macro_rules! workload_tests {
+    ($($name:ident),* $(,)?) => {
+        mod unscheduled {
+            $(#[test]
+            fn $name() {
+                super::unscheduled(stringify!($name));
+            })*
+        }
+        mod auto_scheduled {
+            $(#[test]
+            fn $name() {
+                super::auto_scheduled(stringify!($name));
+            })*
+        }
+    };
+}
+
+workload_tests!(
+    csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
+    sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
+    rgcn_hetero_forward, sparse_softmax, csr2bsr,
+);
+
+fn loops(sch: &mut Schedule, block: &str) -> Vec<LoopRv> {
+    let b = sch.get_block(block).unwrap();
+    sch.get_loops(b).unwrap()
+}
+
+fn sched1(name: &str) -> Schedule {
+    Schedule::new(workload(name)).unwrap()
+}
+
+#[test]
+fn scheduled_csrmm_row_per_block() {
+    let mut sch = sched1("csrmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let k = loops(&mut sch, "csrmm1")[1];
+    let k = sch.split(k, &[None, Some(8)]).unwrap();
+    sch.bind(k[1], ThreadIdxX).unwrap();
+    let k = loops(&mut sch, "csrmm_init1")[0];
+    let k = sch.split(k, &[None, Some(8)]).unwrap();
+    sch.bind(k[1], ThreadIdxX).unwrap();
+    let prog = compile(sch.func()).unwrap();
+    check_all("csrmm", "row per block", &prog);
+}
+
+#[test]
+fn scheduled_sddmm_fused_nonzeros() {
+    let mut sch = sched1("sddmm");
+    let sp = sch.get_sparse_iteration("sddmm").unwrap();
+    let it = sch.get_sp_iters(sp).unwrap();
+    sch.sparse_fuse(sp, &[it[0], it[1]]).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let ij = loops(&mut sch, "sddmm0")[0];
+    let ij = sch.split(ij, &[None, Some(32)]).unwrap();
+    sch.bind(ij[0], BlockIdxX).unwrap();
+    sch.bind(ij[1], ThreadIdxX).unwrap();
+    let k = loops(&mut sch, "sddmm1")[0];
+    sch.unroll(k).unwrap();
+    let prog = compile(sch.func()).unwrap();
+    check_all("sddmm", "fused nonzeros", &prog);
+}
+
+#[test]
+fn scheduled_bsrmm_threads_over_block_rows_and_features() {
+    let mut sch = sched1("bsrmm");
+    let sp = sch.get_sparse_iteration("bsrmm").unwrap();
+    let it = sch.get_sp_iters(sp).unwrap();
+    let (i, bi, bj, f, j) = (it[0], it[1], it[2], it[3], it[4]);
+    sch.sparse_reorder(sp, &[i, j, bi, bj, f]).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "bsrmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let init = loops(&mut sch, "bsrmm_init1");
+    sch.bind(init[0], ThreadIdxY).unwrap();
+    sch.bind(init[1], ThreadIdxX).unwrap();
+    let l = loops(&mut sch, "bsrmm1");
+    sch.reorder(&[l[1], l[3], l[0], l[2]]).unwrap();
+    sch.bind(l[1], ThreadIdxY).unwrap();
+    sch.bind(l[3], ThreadIdxX).unwrap();
+    let prog = compile(sch.func()).unwrap();
+    check_all("bsrmm", "block rows and features on threads", &prog);
+}
+
+#[test]
+fn scheduled_ellmm_threads() {
+    let mut sch = sched1("ellmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "ellmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let init = loops(&mut sch, "ellmm_init1");
+    sch.bind(init[0], ThreadIdxY).unwrap();
+    sch.bind(init[1], ThreadIdxX).unwrap();
+    let l = loops(&mut sch, "ellmm1");
+    let (j, bi, bj, f) = (l[0], l[1], l[2], l[3]);
+    sch.reorder(&[bi, f, j, bj]).unwrap();
+    sch.bind(bi, ThreadIdxY).unwrap();
+    sch.bind(f, ThreadIdxX).unwrap();
+    sch.unroll(bj).unwrap();
+    let prog = compile(sch.func()).unwrap();
+    check_all("ellmm", "threads", &prog);
+}
+
+#[test]
+fn unscheduled_square_sum_two_k() {
+    unscheduled("square_sum_two_K");
+}
+
+#[test]
+fn auto_scheduled_square_sum_two_k() {
+    auto_scheduled("square_sum_two_K");
+}
+
+/// sddmm, one row per cube: the row of A is staged in shared memory by the cube's units
+/// (its size, `feat_size`, is fixed at launch), then the units take 32 nonzeros at a time;
+/// the launch synchronises after the fill, the copy and the init.
+#[test]
+fn scheduled_sddmm_row_of_a_in_shared_memory() {
+    let f = workload("sddmm");
+    let mut sch = Schedule::new(sparsec_passes::lower_sparse_iter(&f).unwrap()).unwrap();
+    let row = sch.get_block("sddmm0").unwrap();
+    let inner = sch.get_block("sddmm1").unwrap();
+    let copy = sch.cache_read(inner, "A", sparsec_ir::Scope::Shared, row).unwrap();
+    let i = loops(&mut sch, "sddmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let ax = sch.get_loops(copy).unwrap()[0];
+    sch.bind(ax, ThreadIdxX).unwrap();
+    let j = loops(&mut sch, "sddmm_init1")[0];
+    let j = sch.split(j, &[None, Some(32)]).unwrap();
+    sch.bind(j[1], ThreadIdxX).unwrap();
+    let j = loops(&mut sch, "sddmm1")[0];
+    let j = sch.split(j, &[None, Some(32)]).unwrap();
+    sch.bind(j[1], ThreadIdxX).unwrap();
+    let prog = compile_with_structure(sch.func(), &f).unwrap_or_else(|e| panic!("{e}\n{}", sch.text()));
+    check_all("sddmm", "A row in shared memory", &prog);
+}
