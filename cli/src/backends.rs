@@ -86,8 +86,10 @@ pub enum Backend {
     CubeclCuda,
 }
 
-/// Runs the Stage-III (or, for the interpreter, any-stage) function `f` on `args`.
-pub fn run(f: &Func, args: &Args, backend: Backend) -> Result<Args> {
+/// Runs the Stage-III (or, for the interpreter, any-stage) function `f`, lowered from
+/// `original`, on `args`. CubeCL checks the matrices against `original`'s axes first.
+pub fn run(f: &Func, original: &Func, args: &Args, backend: Backend) -> Result<Args> {
+    let _ = original;
     match backend {
         Backend::Interp => Ok(sparsec::interp::run(f, args)?),
         #[cfg(feature = "mlir")]
@@ -95,7 +97,10 @@ pub fn run(f: &Func, args: &Args, backend: Backend) -> Result<Args> {
         #[cfg(not(feature = "mlir"))]
         Backend::MlirCpu => Err(missing("mlir")),
         #[cfg(feature = "cubecl")]
-        Backend::CubeclWgpu => Ok(sparsec_backend_cubecl::run_wgpu(f, args)?),
+        Backend::CubeclWgpu => {
+            let program = sparsec_backend_cubecl::compile_with_structure(f, original)?;
+            Ok(program.run(&sparsec_backend_cubecl::wgpu_client(), args)?)
+        }
         #[cfg(not(feature = "cubecl"))]
         Backend::CubeclWgpu => Err(missing("cubecl")),
         #[cfg(feature = "cuda")]

@@ -95,7 +95,7 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
     })?;
     let start = Instant::now();
-    let out = backends::run(&lowered, &args, a.backend)?;
+    let out = backends::run(&lowered, func, &args, a.backend)?;
     let elapsed = start.elapsed();
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;

@@ -262,3 +262,31 @@ fn mlir_emission_and_cpu_runs() {
         assert!(stdout(&o).contains("stage III on mlir-cpu"), "{}", stdout(&o));
     }
 }
+
+#[test]
+fn cubecl_emission_and_wgpu_runs() {
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "cubecl", "--auto", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("#[cube(launch)]"), "{}", stdout(&o));
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "wgsl", "--auto", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("@compute"), "{}", stdout(&o));
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "cuda", "--auto", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("__global__"), "{}", stdout(&o));
+
+    let path = first_shared_matrix();
+    let mat = format!("A={}", path.display());
+    let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8"]);
+    for extra in [&[][..], &["--auto", "gpu"][..]] {
+        let mut args = vec!["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "cubecl-wgpu"];
+        args.extend_from_slice(extra);
+        let o = sparsec(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        // wgpu sums in the same order; checksums agree to the printed digits.
+        assert_eq!(stdout(&o).lines().next(), stdout(&base).lines().next(), "{extra:?}");
+    }
+    let o = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "cubecl-cuda"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
