@@ -4,6 +4,7 @@
 //! loops and allocations become.
 
 use crate::error::{MlirError, Result};
+use crate::regtile::Plan;
 use melior::ir::attribute::{FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute};
 use melior::ir::operation::{OperationBuilder, OperationLike};
 use melior::ir::r#type::{FunctionType, IntegerType, MemRefType};
@@ -898,7 +899,11 @@ impl<'c, 'f> Tr<'c, 'f> {
             Target::Cpu { .. } if !parallel => crate::hoist::invariant_loads(self.func, f),
             _ => Vec::new(),
         };
-        if hoist.is_empty() {
+        let tiled = match self.target {
+            Target::Cpu { .. } if !parallel => crate::regtile::plan(self.func, f),
+            _ => None,
+        };
+        if hoist.is_empty() && tiled.is_none() {
             return self.loop_op(b, f, dtype, parallel, [lb, ub, step]);
         }
         // Invariant loads run once, when the loop runs at least once.
@@ -909,13 +914,174 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let v = t.expr(blk, &h.outside)?;
                 t.hoisted.push((h.key.clone(), v));
             }
-            let r = t.loop_op(blk, f, dtype, parallel, [lb, ub, step]);
+            let r = match &tiled {
+                Some(p) => t.reg_tiled(blk, f, p, dtype, lb, ub),
+                None => t.loop_op(blk, f, dtype, parallel, [lb, ub, step]),
+            };
             t.hoisted.truncate(depth);
             r?;
             t.yield_(blk, &[])
         })?;
         b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, Region::new()])?);
         Ok(())
+    }
+
+    /// A loop nest recognised by `regtile`, its loops swapped: for each tile of `k` the
+    /// accumulators are loaded once, updated over `j` (`lb..ub`, at least one iteration) in
+    /// registers and stored once. Tiles of 8 and 4 vectors, then single vectors, then scalars.
+    fn reg_tiled(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>) -> Result<()> {
+        let saved = (self.vars.clone(), self.var_index.clone(), self.var_def.clone());
+        let r = self.reg_tiled_inner(b, f, p, jd, lb, ub);
+        (self.vars, self.var_index, self.var_def) = saved;
+        r
+    }
+
+    fn reg_tiled_inner(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>) -> Result<()> {
+        let kf = p.kloop;
+        let kd = self.func.vars.try_get(kf.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        let it = self.index();
+        let kmin = self.expr(b, &kf.min)?;
+        let kext = self.expr(b, &kf.extent)?;
+        let zero = self.cint(b, 0, kd)?;
+        let kext = self.emit1(b, "arith.maxsi", &[kext, zero], self.ty(kd), &[])?;
+        let klb = self.to_index(b, kmin)?;
+        let n = self.to_index(b, kext)?;
+        let kub = self.emit1(b, "arith.addi", &[klb, n], it, &[])?;
+        // 256-bit vectors.
+        let vl = if p.dtype == DType::F64 { 4 } else { 8 };
+        let mut start = klb;
+        for (w, u) in [(vl, 8), (vl, 4), (vl, 1), (1, 1)] {
+            let chunk = (w * u) as i64;
+            let step = self.cidx(b, chunk)?;
+            let end = if chunk == 1 {
+                kub
+            } else {
+                let q = self.emit1(b, "arith.divui", &[n, step], it, &[])?;
+                let m = self.emit1(b, "arith.muli", &[q, step], it, &[])?;
+                self.emit1(b, "arith.addi", &[klb, m], it, &[])?
+            };
+            let region = self.region(&[it], |t, blk, iv| {
+                t.tile(blk, f, p, jd, [lb, ub], iv[0], w, u)?;
+                t.yield_(blk, &[])
+            })?;
+            b.append_operation(self.build("scf.for", &[start, end, step], &[], &[], vec![region])?);
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// One tile: `u` accumulators of `w` lanes from `k0`.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize) -> Result<()> {
+        let it = self.index();
+        let vt = if w > 1 {
+            let e = if p.dtype == DType::F64 { "f64" } else { "f32" };
+            Type::parse(self.ctx, &format!("vector<{w}x{e}>")).ok_or_else(|| MlirError::internal("vector type"))?
+        } else {
+            self.ty(p.dtype)
+        };
+        let x = self.buf_val(p.buffer)?;
+        let kt = |t: &Self, blk: &Block<'c>, i: usize| -> Result<Val<'c>> {
+            if i == 0 {
+                return Ok(k0);
+            }
+            let off = t.cidx(blk, (i * w) as i64)?;
+            t.emit1(blk, "arith.addi", &[k0, off], t.index(), &[])
+        };
+        let mut accs = Vec::with_capacity(u);
+        for i in 0..u {
+            let k = kt(self, b, i)?;
+            self.bind_k(b, p, k, false)?;
+            let at = self.flat_index(b, p.buffer, p.indices)?;
+            accs.push(self.vload(b, x, at, vt, w)?);
+        }
+        let types = vec![vt; u];
+        let mut args = vec![it];
+        args.extend(types.iter().copied());
+        let region = self.region(&args, |t, jb, a| {
+            let jv = t.index_to(jb, a[0], jd)?;
+            t.bind_var(f.var, jv);
+            if let Some(slot) = t.var_index.get_mut(f.var.index()) {
+                *slot = Some(a[0]);
+            }
+            let mut outs = Vec::with_capacity(u);
+            for i in 0..u {
+                let k = kt(t, jb, i)?;
+                t.bind_k(jb, p, k, true)?;
+                let r = t.vexpr(jb, p, p.rhs, vt, w)?;
+                let (l, rr) = if p.acc_left { (a[1 + i], r) } else { (r, a[1 + i]) };
+                outs.push(t.emit1(jb, "arith.addf", &[l, rr], vt, &[])?);
+            }
+            t.yield_(jb, &outs)
+        })?;
+        let one = self.cidx(b, 1)?;
+        let mut operands = vec![lb, ub, one];
+        operands.extend(accs);
+        let op = b.append_operation(self.build("scf.for", &operands, &types, &[], vec![region])?);
+        for i in 0..u {
+            let v: Val<'c> = op.result(i).map_err(MlirError::internal)?.into();
+            let k = kt(self, b, i)?;
+            self.bind_k(b, p, k, false)?;
+            let at = self.flat_index(b, p.buffer, p.indices)?;
+            let name = if w > 1 { "vector.store" } else { "memref.store" };
+            self.emit(b, name, &[v, x, at], &[], &[])?;
+        }
+        Ok(())
+    }
+
+    /// Binds `k` (and the block iterators; those that need `j` only when `with_j`) at `k`.
+    fn bind_k(&mut self, b: &Block<'c>, p: &Plan<'f>, k: Val<'c>, with_j: bool) -> Result<()> {
+        let kvar = p.kloop.var;
+        let kd = self.func.vars.try_get(kvar).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        let v = self.index_to(b, k, kd)?;
+        self.bind_var(kvar, v);
+        if let Some(slot) = self.var_index.get_mut(kvar.index()) {
+            *slot = Some(k);
+        }
+        for iter in &p.block.iters {
+            if !with_j && p.jvars.contains(&iter.var) {
+                continue;
+            }
+            let v = self.expr(b, &iter.binding)?;
+            if let Some(slot) = self.var_def.get_mut(iter.var.index()) {
+                *slot = Some(iter.binding.clone());
+            }
+            self.bind_var(iter.var, v);
+        }
+        Ok(())
+    }
+
+    fn vload(&self, b: &Block<'c>, m: Val<'c>, at: Val<'c>, vt: Type<'c>, w: usize) -> Result<Val<'c>> {
+        let name = if w > 1 { "vector.load" } else { "memref.load" };
+        self.emit1(b, name, &[m, at], vt, &[])
+    }
+
+    /// `e` on `w` consecutive values of `k` (a vector when `w > 1`).
+    fn vexpr(&mut self, b: &Block<'c>, p: &Plan<'f>, e: &Expr, vt: Type<'c>, w: usize) -> Result<Val<'c>> {
+        if !p.on_k(e) {
+            let s = self.expr(b, e)?;
+            return if w > 1 { self.emit1(b, "vector.broadcast", &[s], vt, &[]) } else { Ok(s) };
+        }
+        match e {
+            Expr::Load(buf, idx) => {
+                let m = self.buf_val(*buf)?;
+                let at = self.flat_index(b, *buf, idx)?;
+                self.vload(b, m, at, vt, w)
+            }
+            Expr::Binary(op, x, y) => {
+                let name = match op {
+                    BinOp::Add => "arith.addf",
+                    BinOp::Sub => "arith.subf",
+                    BinOp::Mul => "arith.mulf",
+                    BinOp::Div => "arith.divf",
+                    _ => return Err(MlirError::internal("register tile: unexpected operator")),
+                };
+                let l = self.vexpr(b, p, x, vt, w)?;
+                let r = self.vexpr(b, p, y, vt, w)?;
+                self.emit1(b, name, &[l, r], vt, &[])
+            }
+            _ => Err(MlirError::internal("register tile: unexpected expression")),
+        }
     }
 
     /// Emits `scf.for` or `scf.parallel` over `lb..ub` with the loop's body.
