@@ -9,7 +9,7 @@
 //!
 //! with `f` stride 1 in `k`, and `rhs` built from `+ - * /` of values that do not depend on
 //! `k` and of loads that are stride 1 in `k` from storage other than `X`. The translator then
-//! swaps the loops: for each tile of `k` (vectors of `VL` lanes, several per tile) it loads
+//! swaps the loops: for each tile of `k` (256-bit vectors, several per tile) it loads
 //! `X` once, accumulates over `j` in registers (`scf.for` iteration arguments) and stores
 //! once. Each element still sums its terms in the original order, so results are identical.
 //! This is CSR SpMM's inner nest (`C[i, k] += A[i, j] * B[J[j], k]`).

@@ -928,7 +928,8 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     /// A loop nest recognised by `regtile`, its loops swapped: for each tile of `k` the
     /// accumulators are loaded once, updated over `j` (`lb..ub`, at least one iteration) in
-    /// registers and stored once. Tiles of 8 and 4 vectors, then single vectors, then scalars.
+    /// registers and stored once. Tiles of 8 and 4 vectors, then single vectors, then one
+    /// masked vector for the last lanes.
     fn reg_tiled(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>) -> Result<()> {
         let saved = (self.vars.clone(), self.var_index.clone(), self.var_def.clone());
         let r = self.reg_tiled_inner(b, f, p, jd, lb, ub);
@@ -950,29 +951,35 @@ impl<'c, 'f> Tr<'c, 'f> {
         // 256-bit vectors.
         let vl = if p.dtype == DType::F64 { 4 } else { 8 };
         let mut start = klb;
-        for (w, u) in [(vl, 8), (vl, 4), (vl, 1), (1, 1)] {
-            let chunk = (w * u) as i64;
-            let step = self.cidx(b, chunk)?;
-            let end = if chunk == 1 {
-                kub
-            } else {
-                let q = self.emit1(b, "arith.divui", &[n, step], it, &[])?;
-                let m = self.emit1(b, "arith.muli", &[q, step], it, &[])?;
-                self.emit1(b, "arith.addi", &[klb, m], it, &[])?
-            };
+        for u in [8, 4, 1] {
+            let step = self.cidx(b, (vl * u) as i64)?;
+            let q = self.emit1(b, "arith.divui", &[n, step], it, &[])?;
+            let m = self.emit1(b, "arith.muli", &[q, step], it, &[])?;
+            let end = self.emit1(b, "arith.addi", &[klb, m], it, &[])?;
             let region = self.region(&[it], |t, blk, iv| {
-                t.tile(blk, f, p, jd, [lb, ub], iv[0], w, u)?;
+                t.tile(blk, f, p, jd, [lb, ub], iv[0], vl, u, None)?;
                 t.yield_(blk, &[])
             })?;
             b.append_operation(self.build("scf.for", &[start, end, step], &[], &[], vec![region])?);
             start = end;
         }
+        // The last `< vl` lanes: one masked vector.
+        let left = self.cmpi(b, 2, start, kub)?;
+        let region = self.region(&[], |t, blk, _| {
+            let count = t.emit1(blk, "arith.subi", &[kub, start], it, &[])?;
+            let mt = Type::parse(t.ctx, &format!("vector<{vl}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
+            let mask = t.emit1(blk, "vector.create_mask", &[count], mt, &[])?;
+            t.tile(blk, f, p, jd, [lb, ub], start, vl, 1, Some(mask))?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.if", &[left], &[], &[], vec![region, Region::new()])?);
         Ok(())
     }
 
-    /// One tile: `u` accumulators of `w` lanes from `k0`.
+    /// One tile: `u` accumulators of `w` lanes from `k0`; with a mask, only its lanes are
+    /// read and written.
     #[allow(clippy::too_many_arguments)]
-    fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize) -> Result<()> {
+    fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize, mask: Option<Val<'c>>) -> Result<()> {
         let it = self.index();
         let vt = if w > 1 {
             let e = if p.dtype == DType::F64 { "f64" } else { "f32" };
@@ -993,7 +1000,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             let k = kt(self, b, i)?;
             self.bind_k(b, p, k, false)?;
             let at = self.flat_index(b, p.buffer, p.indices)?;
-            accs.push(self.vload(b, x, at, vt, w)?);
+            accs.push(self.vload(b, x, at, vt, w, mask)?);
         }
         let types = vec![vt; u];
         let mut args = vec![it];
@@ -1008,7 +1015,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             for i in 0..u {
                 let k = kt(t, jb, i)?;
                 t.bind_k(jb, p, k, true)?;
-                let r = t.vexpr(jb, p, p.rhs, vt, w)?;
+                let r = t.vexpr(jb, p, p.rhs, vt, w, mask)?;
                 let (l, rr) = if p.acc_left { (a[1 + i], r) } else { (r, a[1 + i]) };
                 outs.push(t.emit1(jb, "arith.addf", &[l, rr], vt, &[])?);
             }
@@ -1023,8 +1030,11 @@ impl<'c, 'f> Tr<'c, 'f> {
             let k = kt(self, b, i)?;
             self.bind_k(b, p, k, false)?;
             let at = self.flat_index(b, p.buffer, p.indices)?;
-            let name = if w > 1 { "vector.store" } else { "memref.store" };
-            self.emit(b, name, &[v, x, at], &[], &[])?;
+            match mask {
+                Some(mk) => self.emit(b, "vector.maskedstore", &[x, at, mk, v], &[], &[])?,
+                None if w > 1 => self.emit(b, "vector.store", &[v, x, at], &[], &[])?,
+                None => self.emit(b, "memref.store", &[v, x, at], &[], &[])?,
+            };
         }
         Ok(())
     }
@@ -1051,13 +1061,19 @@ impl<'c, 'f> Tr<'c, 'f> {
         Ok(())
     }
 
-    fn vload(&self, b: &Block<'c>, m: Val<'c>, at: Val<'c>, vt: Type<'c>, w: usize) -> Result<Val<'c>> {
+    fn vload(&self, b: &Block<'c>, m: Val<'c>, at: Val<'c>, vt: Type<'c>, w: usize, mask: Option<Val<'c>>) -> Result<Val<'c>> {
+        if let Some(mk) = mask {
+            // Lanes outside the mask are not read; they are zero.
+            let zero = self.attr(&format!("dense<0.0> : {vt}"))?;
+            let pass = self.emit1(b, "arith.constant", &[], vt, &[("value", zero)])?;
+            return self.emit1(b, "vector.maskedload", &[m, at, mk, pass], vt, &[]);
+        }
         let name = if w > 1 { "vector.load" } else { "memref.load" };
         self.emit1(b, name, &[m, at], vt, &[])
     }
 
     /// `e` on `w` consecutive values of `k` (a vector when `w > 1`).
-    fn vexpr(&mut self, b: &Block<'c>, p: &Plan<'f>, e: &Expr, vt: Type<'c>, w: usize) -> Result<Val<'c>> {
+    fn vexpr(&mut self, b: &Block<'c>, p: &Plan<'f>, e: &Expr, vt: Type<'c>, w: usize, mask: Option<Val<'c>>) -> Result<Val<'c>> {
         if !p.on_k(e) {
             let s = self.expr(b, e)?;
             return if w > 1 { self.emit1(b, "vector.broadcast", &[s], vt, &[]) } else { Ok(s) };
@@ -1066,7 +1082,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             Expr::Load(buf, idx) => {
                 let m = self.buf_val(*buf)?;
                 let at = self.flat_index(b, *buf, idx)?;
-                self.vload(b, m, at, vt, w)
+                self.vload(b, m, at, vt, w, mask)
             }
             Expr::Binary(op, x, y) => {
                 let name = match op {
@@ -1076,8 +1092,8 @@ impl<'c, 'f> Tr<'c, 'f> {
                     BinOp::Div => "arith.divf",
                     _ => return Err(MlirError::internal("register tile: unexpected operator")),
                 };
-                let l = self.vexpr(b, p, x, vt, w)?;
-                let r = self.vexpr(b, p, y, vt, w)?;
+                let l = self.vexpr(b, p, x, vt, w, mask)?;
+                let r = self.vexpr(b, p, y, vt, w, mask)?;
                 self.emit1(b, name, &[l, r], vt, &[])
             }
             _ => Err(MlirError::internal("register tile: unexpected expression")),

@@ -184,8 +184,8 @@ fn half_round(x: f32) -> f32 {
     (x * scale).round() / scale
 }
 
-/// The register-tiled vector nest of CSR SpMM (tiles of 64 and 32 lanes, single vectors,
-/// scalar remainder) at feature widths around every tile size, threaded and serial, against
+/// The register-tiled vector nest of CSR SpMM (tiles of 64 and 32 lanes, single vectors, a
+/// masked remainder) at feature widths around every tile size, threaded and serial, against
 /// the interpreter, on matrices with empty rows and a full row.
 #[test]
 fn spmm_register_tiles_match_the_interpreter_at_every_width() {
