@@ -188,3 +188,57 @@ pub(crate) fn plan<'f>(func: &'f Func, j: &'f For) -> Option<Plan<'f>> {
     }
     Some(p)
 }
+
+/// `e` with block iterators replaced by their bindings and `from` renamed `to`.
+fn resolve(e: &Expr, block: &IrBlock, from: VarId, to: VarId, depth: usize) -> Option<Expr> {
+    if depth > 16 {
+        return None;
+    }
+    let mut ok = true;
+    let out = e.clone().map(&mut |x| match x {
+        Expr::Var(v) if v == from => Expr::Var(to),
+        Expr::Var(v) => match block.iters.iter().find(|it| it.var == v) {
+            Some(it) => resolve(&it.binding, block, from, to, depth + 1).unwrap_or_else(|| {
+                ok = false;
+                Expr::Var(v)
+            }),
+            None => Expr::Var(v),
+        },
+        x => x,
+    });
+    ok.then_some(out)
+}
+
+/// When `init` (the statement just before the `j` loop) stores one constant to the
+/// accumulated elements over the same range of `k`, that constant: the tiles then start
+/// from it instead of loading what `init` stored (`init` still runs when `j` does not).
+pub(crate) fn init_of<'f>(func: &Func, init: &'f sparsec_ir::Stmt, p: &Plan<'f>) -> Option<&'f Expr> {
+    let StmtKind::For(l) = &init.kind else { return None };
+    if !matches!(l.kind, ForKind::Serial | ForKind::Vectorized | ForKind::Unrolled)
+        || l.min != p.kloop.min
+        || l.extent != p.kloop.extent
+        || l.min.uses_var(l.var)
+        || l.extent.uses_var(l.var)
+    {
+        return None;
+    }
+    let [s] = l.body.as_slice() else { return None };
+    let StmtKind::Block(b) = &s.kind else { return None };
+    if b.init.is_some() {
+        return None;
+    }
+    let [s] = b.body.as_slice() else { return None };
+    let StmtKind::Store { buffer, indices, value } = &s.kind else { return None };
+    let mut constant = true;
+    value.walk(&mut |x| constant &= !matches!(x, Expr::Var(_) | Expr::Load(..) | Expr::AtomicAdd(..)));
+    if *buffer != p.buffer || !constant || func.expr_dtype(value) != p.dtype || indices.len() != p.indices.len() {
+        return None;
+    }
+    let k = p.kloop.var;
+    for (a, c) in indices.iter().zip(p.indices) {
+        if resolve(a, b, l.var, k, 0)? != resolve(c, p.block, k, k, 0)? {
+            return None;
+        }
+    }
+    Some(value)
+}

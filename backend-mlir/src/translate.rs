@@ -691,12 +691,24 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     fn stmts_inner(&mut self, b: &Block<'c>, list: &'f [Stmt]) -> Result<()> {
         let mut heap = Vec::new();
-        for s in list {
+        let mut i = 0;
+        while i < list.len() {
+            let s = &list[i];
+            i += 1;
             if let StmtKind::Alloc(buf) = &s.kind {
                 if let Some(m) = self.alloc_stmt(b, *buf)? {
                     heap.push(m);
                 }
                 continue;
+            }
+            // A constant store that starts the next loop's register tiles (see `regtile`).
+            if let (Target::Cpu { .. }, Some(Stmt { kind: StmtKind::For(next), .. })) = (self.target, list.get(i)) {
+                let fused = crate::regtile::plan(self.func, next).and_then(|p| crate::regtile::init_of(self.func, s, &p));
+                if let Some(v) = fused {
+                    self.for_loop(b, next, Some((s, v)))?;
+                    i += 1;
+                    continue;
+                }
             }
             self.stmt(b, s)?;
         }
@@ -816,7 +828,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             StmtKind::SpIter(it) => {
                 Err(MlirError::unsupported(format!("sparse iteration `{}` (lower to Stage III first)", it.name)))
             }
-            StmtKind::For(f) => self.for_loop(b, f),
+            StmtKind::For(f) => self.for_loop(b, f, None),
             StmtKind::Block(blk) => self.block(b, blk),
             StmtKind::If { cond, then_body, else_body } => {
                 let c = self.expr(b, cond)?;
@@ -860,7 +872,9 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
     }
 
-    fn for_loop(&mut self, b: &Block<'c>, f: &'f For) -> Result<()> {
+    /// A loop; `init` is a statement just before it whose constant starts its register tiles
+    /// (`regtile::init_of`), run here only when the loop has no iteration.
+    fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
         let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
         if !dtype.is_int() {
             return Err(MlirError::unsupported(format!("loop variable `{}` of type {dtype}", self.var_name(f.var))));
@@ -903,6 +917,11 @@ impl<'c, 'f> Tr<'c, 'f> {
             Target::Cpu { .. } if !parallel => crate::regtile::plan(self.func, f),
             _ => None,
         };
+        if let (None, Some((s, _))) = (&tiled, init) {
+            // Not tiled after all: the statement runs first, as written.
+            self.stmt(b, s)?;
+        }
+        let init = if tiled.is_some() { init } else { None };
         if hoist.is_empty() && tiled.is_none() {
             return self.loop_op(b, f, dtype, parallel, [lb, ub, step]);
         }
@@ -915,14 +934,21 @@ impl<'c, 'f> Tr<'c, 'f> {
                 t.hoisted.push((h.key.clone(), v));
             }
             let r = match &tiled {
-                Some(p) => t.reg_tiled(blk, f, p, dtype, lb, ub),
+                Some(p) => t.reg_tiled(blk, f, p, dtype, lb, ub, init.map(|x| x.1)),
                 None => t.loop_op(blk, f, dtype, parallel, [lb, ub, step]),
             };
             t.hoisted.truncate(depth);
             r?;
             t.yield_(blk, &[])
         })?;
-        b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, Region::new()])?);
+        let els = match init {
+            Some((s, _)) => self.region(&[], |t, blk, _| {
+                t.stmt(blk, s)?;
+                t.yield_(blk, &[])
+            })?,
+            None => Region::new(),
+        };
+        b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, els])?);
         Ok(())
     }
 
@@ -930,14 +956,16 @@ impl<'c, 'f> Tr<'c, 'f> {
     /// accumulators are loaded once, updated over `j` (`lb..ub`, at least one iteration) in
     /// registers and stored once. Tiles of 8 and 4 vectors, then single vectors, then one
     /// masked vector for the last lanes.
-    fn reg_tiled(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn reg_tiled(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>, init: Option<&'f Expr>) -> Result<()> {
         let saved = (self.vars.clone(), self.var_index.clone(), self.var_def.clone());
-        let r = self.reg_tiled_inner(b, f, p, jd, lb, ub);
+        let r = self.reg_tiled_inner(b, f, p, jd, lb, ub, init);
         (self.vars, self.var_index, self.var_def) = saved;
         r
     }
 
-    fn reg_tiled_inner(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn reg_tiled_inner(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>, init: Option<&'f Expr>) -> Result<()> {
         let kf = p.kloop;
         let kd = self.func.vars.try_get(kf.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
         let it = self.index();
@@ -957,7 +985,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             let m = self.emit1(b, "arith.muli", &[q, step], it, &[])?;
             let end = self.emit1(b, "arith.addi", &[klb, m], it, &[])?;
             let region = self.region(&[it], |t, blk, iv| {
-                t.tile(blk, f, p, jd, [lb, ub], iv[0], vl, u, None)?;
+                t.tile(blk, f, p, jd, [lb, ub], iv[0], vl, u, None, init)?;
                 t.yield_(blk, &[])
             })?;
             b.append_operation(self.build("scf.for", &[start, end, step], &[], &[], vec![region])?);
@@ -969,17 +997,17 @@ impl<'c, 'f> Tr<'c, 'f> {
             let count = t.emit1(blk, "arith.subi", &[kub, start], it, &[])?;
             let mt = Type::parse(t.ctx, &format!("vector<{vl}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
             let mask = t.emit1(blk, "vector.create_mask", &[count], mt, &[])?;
-            t.tile(blk, f, p, jd, [lb, ub], start, vl, 1, Some(mask))?;
+            t.tile(blk, f, p, jd, [lb, ub], start, vl, 1, Some(mask), init)?;
             t.yield_(blk, &[])
         })?;
         b.append_operation(self.build("scf.if", &[left], &[], &[], vec![region, Region::new()])?);
         Ok(())
     }
 
-    /// One tile: `u` accumulators of `w` lanes from `k0`; with a mask, only its lanes are
-    /// read and written.
+    /// One tile: `u` accumulators of `w` lanes from `k0`, loaded or set to `init`; with a
+    /// mask, only its lanes are read and written.
     #[allow(clippy::too_many_arguments)]
-    fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize, mask: Option<Val<'c>>) -> Result<()> {
+    fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize, mask: Option<Val<'c>>, init: Option<&'f Expr>) -> Result<()> {
         let it = self.index();
         let vt = if w > 1 {
             let e = if p.dtype == DType::F64 { "f64" } else { "f32" };
@@ -996,7 +1024,12 @@ impl<'c, 'f> Tr<'c, 'f> {
             t.emit1(blk, "arith.addi", &[k0, off], t.index(), &[])
         };
         let mut accs = Vec::with_capacity(u);
-        for i in 0..u {
+        if let Some(e) = init {
+            let s = self.expr(b, e)?;
+            let v = if w > 1 { self.emit1(b, "vector.broadcast", &[s], vt, &[])? } else { s };
+            accs = vec![v; u];
+        }
+        for i in (0..u).filter(|_| init.is_none()) {
             let k = kt(self, b, i)?;
             self.bind_k(b, p, k, false)?;
             let at = self.flat_index(b, p.buffer, p.indices)?;
