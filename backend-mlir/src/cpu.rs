@@ -5,7 +5,8 @@
 //! of a nest only), which `async-parallel-for` turns into tasks of the MLIR async runtime
 //! (`libmlir_async_runtime.so`, a thread pool of one worker per core). Every other loop,
 //! `threadIdx.*`, `vectorized` and `unrolled` included, is an `scf.for`; LLVM's optimiser at
-//! `-O3` vectorises and unrolls them.
+//! `-O3` vectorises and unrolls them. A serial loop around a vectorized accumulation is
+//! register-tiled with `vector` ops instead (`regtile`).
 
 use crate::abi::{signature, AbiParam, ArgKind};
 use crate::context::{new_context, run_pipeline, verify};
