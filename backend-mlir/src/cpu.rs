@@ -5,7 +5,8 @@
 //! of a nest only), which `async-parallel-for` turns into tasks of the MLIR async runtime
 //! (`libmlir_async_runtime.so`, a thread pool of one worker per core). Every other loop,
 //! `threadIdx.*`, `vectorized` and `unrolled` included, is an `scf.for`; LLVM's optimiser at
-//! `-O3` vectorises and unrolls them.
+//! `-O3` vectorises and unrolls them. A serial loop around a vectorized accumulation is
+//! register-tiled with `vector` ops instead (`regtile`).
 
 use crate::abi::{signature, AbiParam, ArgKind};
 use crate::context::{new_context, run_pipeline, verify};
@@ -55,7 +56,7 @@ pub fn default_async_runtime() -> String {
 /// The lowering pipeline of the CPU module.
 pub const CPU_PIPELINE: &str = "builtin.module(async-parallel-for{async-dispatch=true num-workers=-1}, \
      async-to-async-runtime, async-runtime-ref-counting, async-runtime-ref-counting-opt, convert-async-to-llvm, \
-     convert-scf-to-cf, expand-strided-metadata, finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, \
+     convert-scf-to-cf, convert-vector-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, \
      convert-arith-to-llvm, convert-index-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts)";
 
 /// Builds and verifies the CPU module; also returns whether it has `scf.parallel` loops.

@@ -49,6 +49,7 @@ mod cpu;
 mod error;
 mod gpu;
 mod hoist;
+mod regtile;
 mod translate;
 
 pub use abi::{signature, AbiParam, ArgKind};

@@ -4,6 +4,7 @@
 //! loops and allocations become.
 
 use crate::error::{MlirError, Result};
+use crate::regtile::Plan;
 use melior::ir::attribute::{FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute};
 use melior::ir::operation::{OperationBuilder, OperationLike};
 use melior::ir::r#type::{FunctionType, IntegerType, MemRefType};
@@ -690,12 +691,24 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     fn stmts_inner(&mut self, b: &Block<'c>, list: &'f [Stmt]) -> Result<()> {
         let mut heap = Vec::new();
-        for s in list {
+        let mut i = 0;
+        while i < list.len() {
+            let s = &list[i];
+            i += 1;
             if let StmtKind::Alloc(buf) = &s.kind {
                 if let Some(m) = self.alloc_stmt(b, *buf)? {
                     heap.push(m);
                 }
                 continue;
+            }
+            // A constant store that starts the next loop's register tiles (see `regtile`).
+            if let (Target::Cpu { .. }, Some(Stmt { kind: StmtKind::For(next), .. })) = (self.target, list.get(i)) {
+                let fused = crate::regtile::plan(self.func, next).and_then(|p| crate::regtile::init_of(self.func, s, &p));
+                if let Some(v) = fused {
+                    self.for_loop(b, next, Some((s, v)))?;
+                    i += 1;
+                    continue;
+                }
             }
             self.stmt(b, s)?;
         }
@@ -815,7 +828,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             StmtKind::SpIter(it) => {
                 Err(MlirError::unsupported(format!("sparse iteration `{}` (lower to Stage III first)", it.name)))
             }
-            StmtKind::For(f) => self.for_loop(b, f),
+            StmtKind::For(f) => self.for_loop(b, f, None),
             StmtKind::Block(blk) => self.block(b, blk),
             StmtKind::If { cond, then_body, else_body } => {
                 let c = self.expr(b, cond)?;
@@ -859,7 +872,9 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
     }
 
-    fn for_loop(&mut self, b: &Block<'c>, f: &'f For) -> Result<()> {
+    /// A loop; `init` is a statement just before it whose constant starts its register tiles
+    /// (`regtile::init_of`), run here only when the loop has no iteration.
+    fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
         let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
         if !dtype.is_int() {
             return Err(MlirError::unsupported(format!("loop variable `{}` of type {dtype}", self.var_name(f.var))));
@@ -898,7 +913,16 @@ impl<'c, 'f> Tr<'c, 'f> {
             Target::Cpu { .. } if !parallel => crate::hoist::invariant_loads(self.func, f),
             _ => Vec::new(),
         };
-        if hoist.is_empty() {
+        let tiled = match self.target {
+            Target::Cpu { .. } if !parallel => crate::regtile::plan(self.func, f),
+            _ => None,
+        };
+        if let (None, Some((s, _))) = (&tiled, init) {
+            // Not tiled after all: the statement runs first, as written.
+            self.stmt(b, s)?;
+        }
+        let init = if tiled.is_some() { init } else { None };
+        if hoist.is_empty() && tiled.is_none() {
             return self.loop_op(b, f, dtype, parallel, [lb, ub, step]);
         }
         // Invariant loads run once, when the loop runs at least once.
@@ -909,13 +933,204 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let v = t.expr(blk, &h.outside)?;
                 t.hoisted.push((h.key.clone(), v));
             }
-            let r = t.loop_op(blk, f, dtype, parallel, [lb, ub, step]);
+            let r = match &tiled {
+                Some(p) => t.reg_tiled(blk, f, p, dtype, lb, ub, init.map(|x| x.1)),
+                None => t.loop_op(blk, f, dtype, parallel, [lb, ub, step]),
+            };
             t.hoisted.truncate(depth);
             r?;
             t.yield_(blk, &[])
         })?;
-        b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, Region::new()])?);
+        let els = match init {
+            Some((s, _)) => self.region(&[], |t, blk, _| {
+                t.stmt(blk, s)?;
+                t.yield_(blk, &[])
+            })?,
+            None => Region::new(),
+        };
+        b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, els])?);
         Ok(())
+    }
+
+    /// A loop nest recognised by `regtile`, its loops swapped: for each tile of `k` the
+    /// accumulators are loaded once, updated over `j` (`lb..ub`, at least one iteration) in
+    /// registers and stored once. Tiles of 8 and 4 vectors, then single vectors, then one
+    /// masked vector for the last lanes.
+    #[allow(clippy::too_many_arguments)]
+    fn reg_tiled(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>, init: Option<&'f Expr>) -> Result<()> {
+        let saved = (self.vars.clone(), self.var_index.clone(), self.var_def.clone());
+        let r = self.reg_tiled_inner(b, f, p, jd, lb, ub, init);
+        (self.vars, self.var_index, self.var_def) = saved;
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reg_tiled_inner(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>, init: Option<&'f Expr>) -> Result<()> {
+        let kf = p.kloop;
+        let kd = self.func.vars.try_get(kf.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        let it = self.index();
+        let kmin = self.expr(b, &kf.min)?;
+        let kext = self.expr(b, &kf.extent)?;
+        let zero = self.cint(b, 0, kd)?;
+        let kext = self.emit1(b, "arith.maxsi", &[kext, zero], self.ty(kd), &[])?;
+        let klb = self.to_index(b, kmin)?;
+        let n = self.to_index(b, kext)?;
+        let kub = self.emit1(b, "arith.addi", &[klb, n], it, &[])?;
+        // 256-bit vectors.
+        let vl = if p.dtype == DType::F64 { 4 } else { 8 };
+        let mut start = klb;
+        for u in [8, 4, 1] {
+            let step = self.cidx(b, (vl * u) as i64)?;
+            let q = self.emit1(b, "arith.divui", &[n, step], it, &[])?;
+            let m = self.emit1(b, "arith.muli", &[q, step], it, &[])?;
+            let end = self.emit1(b, "arith.addi", &[klb, m], it, &[])?;
+            let region = self.region(&[it], |t, blk, iv| {
+                t.tile(blk, f, p, jd, [lb, ub], iv[0], vl, u, None, init)?;
+                t.yield_(blk, &[])
+            })?;
+            b.append_operation(self.build("scf.for", &[start, end, step], &[], &[], vec![region])?);
+            start = end;
+        }
+        // The last `< vl` lanes: one masked vector.
+        let left = self.cmpi(b, 2, start, kub)?;
+        let region = self.region(&[], |t, blk, _| {
+            let count = t.emit1(blk, "arith.subi", &[kub, start], it, &[])?;
+            let mt = Type::parse(t.ctx, &format!("vector<{vl}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
+            let mask = t.emit1(blk, "vector.create_mask", &[count], mt, &[])?;
+            t.tile(blk, f, p, jd, [lb, ub], start, vl, 1, Some(mask), init)?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.if", &[left], &[], &[], vec![region, Region::new()])?);
+        Ok(())
+    }
+
+    /// One tile: `u` accumulators of `w` lanes from `k0`, loaded or set to `init`; with a
+    /// mask, only its lanes are read and written.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize, mask: Option<Val<'c>>, init: Option<&'f Expr>) -> Result<()> {
+        let it = self.index();
+        let vt = if w > 1 {
+            let e = if p.dtype == DType::F64 { "f64" } else { "f32" };
+            Type::parse(self.ctx, &format!("vector<{w}x{e}>")).ok_or_else(|| MlirError::internal("vector type"))?
+        } else {
+            self.ty(p.dtype)
+        };
+        let x = self.buf_val(p.buffer)?;
+        let kt = |t: &Self, blk: &Block<'c>, i: usize| -> Result<Val<'c>> {
+            if i == 0 {
+                return Ok(k0);
+            }
+            let off = t.cidx(blk, (i * w) as i64)?;
+            t.emit1(blk, "arith.addi", &[k0, off], t.index(), &[])
+        };
+        let mut accs = Vec::with_capacity(u);
+        if let Some(e) = init {
+            let s = self.expr(b, e)?;
+            let v = if w > 1 { self.emit1(b, "vector.broadcast", &[s], vt, &[])? } else { s };
+            accs = vec![v; u];
+        }
+        for i in (0..u).filter(|_| init.is_none()) {
+            let k = kt(self, b, i)?;
+            self.bind_k(b, p, k, false)?;
+            let at = self.flat_index(b, p.buffer, p.indices)?;
+            accs.push(self.vload(b, x, at, vt, w, mask)?);
+        }
+        let types = vec![vt; u];
+        let mut args = vec![it];
+        args.extend(types.iter().copied());
+        let region = self.region(&args, |t, jb, a| {
+            let jv = t.index_to(jb, a[0], jd)?;
+            t.bind_var(f.var, jv);
+            if let Some(slot) = t.var_index.get_mut(f.var.index()) {
+                *slot = Some(a[0]);
+            }
+            let mut outs = Vec::with_capacity(u);
+            for i in 0..u {
+                let k = kt(t, jb, i)?;
+                t.bind_k(jb, p, k, true)?;
+                let r = t.vexpr(jb, p, p.rhs, vt, w, mask)?;
+                let (l, rr) = if p.acc_left { (a[1 + i], r) } else { (r, a[1 + i]) };
+                outs.push(t.emit1(jb, "arith.addf", &[l, rr], vt, &[])?);
+            }
+            t.yield_(jb, &outs)
+        })?;
+        let one = self.cidx(b, 1)?;
+        let mut operands = vec![lb, ub, one];
+        operands.extend(accs);
+        let op = b.append_operation(self.build("scf.for", &operands, &types, &[], vec![region])?);
+        for i in 0..u {
+            let v: Val<'c> = op.result(i).map_err(MlirError::internal)?.into();
+            let k = kt(self, b, i)?;
+            self.bind_k(b, p, k, false)?;
+            let at = self.flat_index(b, p.buffer, p.indices)?;
+            match mask {
+                Some(mk) => self.emit(b, "vector.maskedstore", &[x, at, mk, v], &[], &[])?,
+                None if w > 1 => self.emit(b, "vector.store", &[v, x, at], &[], &[])?,
+                None => self.emit(b, "memref.store", &[v, x, at], &[], &[])?,
+            };
+        }
+        Ok(())
+    }
+
+    /// Binds `k` (and the block iterators; those that need `j` only when `with_j`) at `k`.
+    fn bind_k(&mut self, b: &Block<'c>, p: &Plan<'f>, k: Val<'c>, with_j: bool) -> Result<()> {
+        let kvar = p.kloop.var;
+        let kd = self.func.vars.try_get(kvar).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        let v = self.index_to(b, k, kd)?;
+        self.bind_var(kvar, v);
+        if let Some(slot) = self.var_index.get_mut(kvar.index()) {
+            *slot = Some(k);
+        }
+        for iter in &p.block.iters {
+            if !with_j && p.jvars.contains(&iter.var) {
+                continue;
+            }
+            let v = self.expr(b, &iter.binding)?;
+            if let Some(slot) = self.var_def.get_mut(iter.var.index()) {
+                *slot = Some(iter.binding.clone());
+            }
+            self.bind_var(iter.var, v);
+        }
+        Ok(())
+    }
+
+    fn vload(&self, b: &Block<'c>, m: Val<'c>, at: Val<'c>, vt: Type<'c>, w: usize, mask: Option<Val<'c>>) -> Result<Val<'c>> {
+        if let Some(mk) = mask {
+            // Lanes outside the mask are not read; they are zero.
+            let zero = self.attr(&format!("dense<0.0> : {vt}"))?;
+            let pass = self.emit1(b, "arith.constant", &[], vt, &[("value", zero)])?;
+            return self.emit1(b, "vector.maskedload", &[m, at, mk, pass], vt, &[]);
+        }
+        let name = if w > 1 { "vector.load" } else { "memref.load" };
+        self.emit1(b, name, &[m, at], vt, &[])
+    }
+
+    /// `e` on `w` consecutive values of `k` (a vector when `w > 1`).
+    fn vexpr(&mut self, b: &Block<'c>, p: &Plan<'f>, e: &Expr, vt: Type<'c>, w: usize, mask: Option<Val<'c>>) -> Result<Val<'c>> {
+        if !p.on_k(e) {
+            let s = self.expr(b, e)?;
+            return if w > 1 { self.emit1(b, "vector.broadcast", &[s], vt, &[]) } else { Ok(s) };
+        }
+        match e {
+            Expr::Load(buf, idx) => {
+                let m = self.buf_val(*buf)?;
+                let at = self.flat_index(b, *buf, idx)?;
+                self.vload(b, m, at, vt, w, mask)
+            }
+            Expr::Binary(op, x, y) => {
+                let name = match op {
+                    BinOp::Add => "arith.addf",
+                    BinOp::Sub => "arith.subf",
+                    BinOp::Mul => "arith.mulf",
+                    BinOp::Div => "arith.divf",
+                    _ => return Err(MlirError::internal("register tile: unexpected operator")),
+                };
+                let l = self.vexpr(b, p, x, vt, w, mask)?;
+                let r = self.vexpr(b, p, y, vt, w, mask)?;
+                self.emit1(b, name, &[l, r], vt, &[])
+            }
+            _ => Err(MlirError::internal("register tile: unexpected expression")),
+        }
     }
 
     /// Emits `scf.for` or `scf.parallel` over `lb..ub` with the loop's body.
