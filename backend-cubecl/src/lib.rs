@@ -14,6 +14,7 @@
 //!
 //! See `docs/backend-cubecl.md` for the mapping from IR to CubeCL.
 
+mod device;
 mod emit;
 mod expand;
 mod lower;
@@ -21,6 +22,7 @@ mod plan;
 mod runtime;
 mod validate;
 
+pub use device::DeviceArg;
 pub use emit::EmitError;
 pub use lower::LowerError;
 pub use plan::{PlanError, DEFAULT_CUBE_DIM};

@@ -389,9 +389,9 @@ fn check_lowering(program: &ProgramPlan, k: &KernelPlan) -> Result<(), LowerErro
     }
 }
 
-struct ScalarValues {
-    ints: HashMap<VarId, i64>,
-    args: indexmap::IndexMap<String, Scalar>,
+pub(crate) struct ScalarValues {
+    pub(crate) ints: HashMap<VarId, i64>,
+    pub(crate) args: indexmap::IndexMap<String, Scalar>,
 }
 
 struct Prepared {
@@ -482,7 +482,7 @@ impl CompiledKernel {
         })
     }
 
-    fn launch(
+    pub(crate) fn launch(
         &self,
         client: &Client,
         handles: &HashMap<ArgSource, (Handle, usize)>,
