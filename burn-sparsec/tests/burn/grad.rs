@@ -124,3 +124,15 @@ fn bsr_gradients_match_dense_autodiff() {
         close(&format!("bsr dB {name}"), &host(db), &host(b2.grad(&grads).unwrap()), RTOL);
     }
 }
+
+#[test]
+fn constant_matrix_and_tracked_operand() {
+    // A built on the plain device acts as a constant; the gradient reaches B.
+    let m = Mat::from_triplets(3, 2, vec![(0, 0, 2.0), (1, 1, -1.0), (2, 0, 0.5), (2, 1, 4.0)]);
+    let a = sparse(&m, &device());
+    let b = dense(2, 3, 51, &ad_device()).require_grad();
+    let grads = a.spmm(b.clone()).unwrap().sum().backward();
+    let db = host(b.grad(&grads).expect("rhs gradient"));
+    // d/dB sum(A·B) = Aᵀ · 1: column sums of A repeated over the features.
+    close("constant A: dB", &db, &[2.5, 2.5, 2.5, 3.0, 3.0, 3.0], 1e-6);
+}
