@@ -11,3 +11,5 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 export SPARSEC_DATA="${SPARSEC_DATA:-$ROOT/../shared/data}"
+# The backends link LLVM/MLIR 22 and run on Vulkan: make sure the packages are there.
+"$ROOT/scripts/install-deps"

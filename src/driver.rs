@@ -152,6 +152,44 @@ pub fn lower_scheduled(func: &Func, trace: &sparsec_schedule::Trace) -> Result<V
     Ok(out)
 }
 
+/// A default schedule from `sparsec_schedule::auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoSchedule {
+    /// Parallel outer loops, vectorized inner spatial loops.
+    Cpu,
+    /// Outer loops split over `threads` units per block and bound to blockIdx.x × threadIdx.x.
+    Gpu {
+        /// Units per block.
+        threads: i64,
+    },
+}
+
+/// Applies a default schedule and returns the IR at each stage, from the function's own down
+/// to Stage III (the schedule acts at Stage II).
+pub fn lower_auto(func: &Func, auto: AutoSchedule) -> Result<Vec<Func>, DriverError> {
+    use sparsec_schedule::{auto, Schedule};
+    let mut out = vec![func.clone()];
+    let mut sch = Schedule::new(func.clone())?;
+    if func.stage == Stage::I {
+        sch.lower_sparse_iter()?;
+    }
+    match auto {
+        AutoSchedule::Cpu => auto::cpu(&mut sch)?,
+        AutoSchedule::Gpu { threads } => auto::gpu(&mut sch, threads)?,
+    }
+    if sch.func().stage == Stage::II {
+        out.push(sch.func().clone());
+        sch.lower_sparse_buffer()?;
+    }
+    let last = sch.into_func();
+    if out.len() == 1 && func.stage == Stage::III {
+        out[0] = last;
+    } else {
+        out.push(last);
+    }
+    Ok(out)
+}
+
 /// How `sparsec run` binds data to a function.
 #[derive(Clone, Debug, Default)]
 pub struct RunSpec {

@@ -14,6 +14,8 @@
 //!
 //! See `docs/backend-cubecl.md` for the mapping from IR to CubeCL.
 
+#![warn(missing_docs)]
+
 mod device;
 mod emit;
 mod expand;
@@ -26,6 +28,8 @@ pub use device::DeviceArg;
 pub use emit::EmitError;
 pub use lower::LowerError;
 pub use plan::{PlanError, DEFAULT_CUBE_DIM};
+#[cfg(feature = "cuda")]
+pub use runtime::cuda_client;
 pub use runtime::{wgpu_client, CompiledKernel, CompiledProgram, LaunchShape, RuntimeError};
 pub use validate::ValidateError;
 
@@ -77,6 +81,15 @@ pub fn to_stage3(func: &Func) -> Result<Func, CubeclError> {
 pub fn compile(func: &Func) -> Result<CompiledProgram, CubeclError> {
     let stage3 = to_stage3(func)?;
     let checks = (func.stage != Stage::III).then(|| func.clone());
+    CompiledProgram::new(&stage3, checks)
+}
+
+/// Like [`compile`] for a function already scheduled down to Stage III: `structure` is the
+/// same program at Stage I or II (before scheduling), whose axes tell which arrays are row
+/// pointers and coordinates, so launches validate the sparse structure.
+pub fn compile_with_structure(func: &Func, structure: &Func) -> Result<CompiledProgram, CubeclError> {
+    let stage3 = to_stage3(func)?;
+    let checks = (structure.stage != Stage::III).then(|| structure.clone());
     CompiledProgram::new(&stage3, checks)
 }
 

@@ -125,8 +125,10 @@ pub struct Walker<'f, G: Gen> {
     vars: HashMap<VarId, G::V>,
     /// Whether `blockIdx.x` reads the linear cube position (grid spilled into y).
     pub spill_x: bool,
-    /// Thread tags active around the current statement (for the uniformity test).
+    /// Variables whose value may differ between the units of a cube.
     nonuniform_vars: Vec<VarId>,
+    /// Element counts of allocations whose shape depends on scalar parameters, fixed at launch.
+    pub alloc_sizes: HashMap<BufferId, usize>,
 }
 
 fn const_int(func: &Func, e: &Expr) -> Option<i64> {
@@ -152,7 +154,7 @@ fn const_int(func: &Func, e: &Expr) -> Option<i64> {
 impl<'f, G: Gen> Walker<'f, G> {
     /// A walker over one kernel of `func`.
     pub fn new(func: &'f Func, plan: &'f KernelPlan) -> Self {
-        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new() }
+        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new(), alloc_sizes: HashMap::new() }
     }
 
     /// Generates the kernel body.
@@ -188,11 +190,11 @@ impl<'f, G: Gen> Walker<'f, G> {
     fn per_iteration(&mut self, g: &mut G, f: &For) -> Result<()> {
         let d = self.dtype_of_var(f.var);
         let pos = g.builtin(Builtin::AbsolutePos, d)?;
-        self.bound_loop(g, f, pos, d)
+        self.bound_loop(g, f, pos, d, false)
     }
 
     /// `var = min + pos; if pos < extent { body }`.
-    fn bound_loop(&mut self, g: &mut G, f: &For, pos: G::V, d: DType) -> Result<()> {
+    fn bound_loop(&mut self, g: &mut G, f: &For, pos: G::V, d: DType, uniform: bool) -> Result<()> {
         let ext = self.expr(g, &f.extent)?;
         let ext = self.coerce(g, ext, self.func.expr_dtype(&f.extent), d)?;
         let min = self.expr(g, &f.min)?;
@@ -201,18 +203,22 @@ impl<'f, G: Gen> Walker<'f, G> {
         let v = f.var;
         let name = self.var_name(v);
         let body = f.body.clone();
-        self.nonuniform_vars.push(v);
+        if !uniform {
+            self.nonuniform_vars.push(v);
+        }
         let r = g.if_else(
             cond,
             &mut |g| {
                 let x = g.binary(BinOp::Add, min.clone(), pos.clone(), d)?;
                 let x = g.bind(x, &name, d)?;
                 self.vars.insert(v, x);
-                self.list(g, &body, false)
+                self.list(g, &body, uniform)
             },
             None,
         );
-        self.nonuniform_vars.pop();
+        if !uniform {
+            self.nonuniform_vars.pop();
+        }
         r
     }
 
@@ -334,6 +340,7 @@ impl<'f, G: Gen> Walker<'f, G> {
             Storage::Param(_) => return unsupported(format!("buffer `{}` is a parameter and cannot be allocated", buf.name)),
         };
         let len = match &buf.layout {
+            _ if self.alloc_sizes.contains_key(&b) => self.alloc_sizes[&b] as i64,
             Layout::Dense(shape) => {
                 let mut n: i64 = 1;
                 for e in shape {
@@ -417,7 +424,9 @@ impl<'f, G: Gen> Walker<'f, G> {
             ForKind::Thread(t) => {
                 let b = if t == ThreadTag::BlockIdxX && self.spill_x { Builtin::CubePos } else { Builtin::Tag(t) };
                 let pos = g.builtin(b, d)?;
-                self.bound_loop(g, f, pos, d)
+                // A block index is the same for every unit of a cube.
+                let inner_uniform = uniform && t.is_block() && !self.uses_nonuniform(&f.min) && !self.uses_nonuniform(&f.extent);
+                self.bound_loop(g, f, pos, d, inner_uniform)
             }
             ForKind::Serial | ForKind::Parallel | ForKind::Vectorized | ForKind::Unrolled => {
                 let min = self.expr(g, &f.min)?;

@@ -246,7 +246,6 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
     let mut used: BTreeSet<BufferId> = BTreeSet::new();
     let mut atomic: BTreeSet<BufferId> = BTreeSet::new();
     let mut uses_shared = false;
-    let mut vars: BTreeSet<VarId> = BTreeSet::new();
     sparsec_ir::walk_stmts(&all, &mut |s| {
         if let StmtKind::Store { buffer, .. } = &s.kind {
             used.insert(*buffer);
@@ -263,22 +262,10 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
                     used.insert(*b);
                     atomic.insert(*b);
                 }
-                Expr::Var(v) => {
-                    vars.insert(*v);
-                }
                 _ => {}
             });
         }
     });
-    if let StmtKind::For(f) = &stmt.kind {
-        for e in [&f.min, &f.extent] {
-            e.walk(&mut |x| {
-                if let Expr::Var(v) = x {
-                    vars.insert(*v);
-                }
-            });
-        }
-    }
     let mut bufs: Vec<KernelBuf> = Vec::new();
     for b in &used {
         let buf = &func.buffers[*b];
@@ -318,7 +305,6 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
             ParamKind::Handle => None,
         })
         .collect();
-    let _ = vars;
     Ok(KernelPlan { name, prelude, stmt, launch, bufs, scalars, uses_shared })
 }
 
@@ -366,9 +352,6 @@ fn spatial_loop(body: &[Stmt], v: VarId) -> bool {
                 if it.extent.uses_var(v) {
                     other_uses += 1;
                 }
-            }
-            for r in b.reads.iter().chain(&b.writes) {
-                let _ = r;
             }
         } else {
             for e in s.kind.exprs() {

@@ -90,8 +90,10 @@ struct IrKernel {
     index: usize,
     hash: u64,
     spill_x: bool,
+    alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
     settings: KernelSettings,
-    device_properties: Arc<DeviceProperties>,
+    /// `None` when compiling sources offline, with no device.
+    device_properties: Option<Arc<DeviceProperties>>,
     target_properties: Arc<TargetProperties>,
     compilations: Arc<AtomicUsize>,
 }
@@ -106,7 +108,7 @@ impl KernelMetadata for IrKernel {
             .address_type(self.settings.address_type)
             .cube_dim(self.settings.cube_dim)
             .mode(self.settings.execution_mode)
-            .info((self.hash, self.spill_x))
+            .info((self.hash, self.spill_x, self.alloc_sizes.iter().map(|(b, n)| (b.index(), *n)).collect::<Vec<_>>()))
     }
 
     fn address_type(&self) -> ElemType {
@@ -132,9 +134,11 @@ impl IrKernel {
         let name = self.id().entrypoint_name(&k.name);
         let mut builder = KernelBuilder::new(self.settings.clone().kernel_name(name));
         builder.runtime_properties(self.target_properties.as_ref().clone());
-        builder.device_properties(&self.device_properties);
+        if let Some(dp) = &self.device_properties {
+            builder.device_properties(dp);
+        }
         let (args, scalars) = register_args(&mut builder, &self.program, k)?;
-        expand_body(&builder.scope, &self.program, k, self.spill_x, args, scalars)?;
+        expand_body(&builder.scope, &self.program, k, self, args, scalars)?;
         Ok(builder.build())
     }
 }
@@ -160,13 +164,14 @@ fn expand_body(
     scope: &Scope,
     program: &ProgramPlan,
     k: &KernelPlan,
-    spill_x: bool,
+    kernel: &IrKernel,
     args: Vec<Box<dyn crate::expand::DynBuf>>,
     scalars: Vec<(VarId, crate::expand::Val)>,
 ) -> Result<(), LowerError> {
     let mut g = ExpandGen::new(scope, args);
     let mut w = Walker::new(&program.func, k);
-    w.spill_x = spill_x;
+    w.spill_x = kernel.spill_x;
+    w.alloc_sizes = kernel.alloc_sizes.iter().copied().collect();
     for (v, val) in scalars {
         w.bind_var(v, val);
     }
@@ -215,6 +220,12 @@ impl CompiledProgram {
     /// not yet in its cache).
     pub fn compilations(&self) -> usize {
         self.compilations.load(Ordering::Relaxed)
+    }
+
+    /// The grid and cube dimensions each kernel gets for these arguments.
+    pub fn launch_shapes(&self, args: &Args) -> Result<Vec<LaunchShape>, CubeclError> {
+        let ints = validate::scalar_values(&self.program.func, args)?;
+        Ok(self.kernels.iter().map(|k| k.shape(&ints)).collect::<Result<_, _>>()?)
     }
 
     /// The Stage-III function.
@@ -343,7 +354,7 @@ impl CompiledProgram {
             // A representative launch shape (scalars unknown): the per-tag extents that are
             // literals, 1 otherwise; `PerIteration` uses the default cube size.
             let shape = representative_shape(plan);
-            let kernel = k.ir_kernel(&shape, Arc::new(offline_properties()), Arc::new(target.clone()));
+            let kernel = k.ir_kernel(&shape, Vec::new(), None, Arc::new(target.clone()));
             let def = kernel.try_define()?;
             let src = compile(def).map_err(RuntimeError::Server)?;
             out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(plan)));
@@ -352,11 +363,6 @@ impl CompiledProgram {
         }
         Ok(out)
     }
-}
-
-/// Properties of no particular device, for compiling sources offline.
-fn offline_properties() -> DeviceProperties {
-    <cubecl::wgpu::WgpuRuntime>::client(&Default::default()).properties().clone()
 }
 
 fn representative_shape(k: &KernelPlan) -> LaunchShape {
@@ -382,11 +388,33 @@ fn describe_launch(k: &KernelPlan) -> String {
 fn check_lowering(program: &ProgramPlan, k: &KernelPlan) -> Result<(), LowerError> {
     // Render the kernel as text: the same walk as the expansion, with no device involved.
     let single = ProgramPlan { func: program.func.clone(), kernels: vec![k.clone()], param_dtypes: program.param_dtypes.clone(), globals: program.globals.clone() };
-    match crate::emit::render(&single) {
+    // Allocations sized by scalars get their size at launch; any size will do here.
+    let mut sizes = HashMap::new();
+    for b in sized_allocs(program, k) {
+        sizes.insert(b, 1);
+    }
+    match crate::emit::render_with(&single, &sizes) {
         Ok(_) => Ok(()),
         Err(crate::emit::EmitError::Lower(e)) => Err(e),
         Err(crate::emit::EmitError::DType(d)) => Err(LowerError::Unsupported(format!("dtype {d} is not supported"))),
     }
+}
+
+/// Allocations of a kernel whose shape depends on scalar parameters only (not literals).
+fn sized_allocs(program: &ProgramPlan, k: &KernelPlan) -> Vec<sparsec_ir::BufferId> {
+    let mut out = Vec::new();
+    let all = [k.prelude.clone(), vec![k.stmt.clone()]].concat();
+    sparsec_ir::walk_stmts(&all, &mut |s| {
+        if let sparsec_ir::StmtKind::Alloc(b) = s.kind {
+            if let sparsec_ir::Layout::Dense(shape) = &program.func.buffers[b].layout {
+                let literal = shape.iter().all(|e| e.as_int().is_some());
+                if !literal && shape.iter().all(|e| plan::host_evaluable(&program.func, e)) {
+                    out.push(b);
+                }
+            }
+        }
+    });
+    out
 }
 
 pub(crate) struct ScalarValues {
@@ -416,12 +444,19 @@ impl CompiledKernel {
         self.hash
     }
 
-    fn ir_kernel(&self, shape: &LaunchShape, dp: Arc<DeviceProperties>, tp: Arc<TargetProperties>) -> IrKernel {
+    fn ir_kernel(
+        &self,
+        shape: &LaunchShape,
+        alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
+        dp: Option<Arc<DeviceProperties>>,
+        tp: Arc<TargetProperties>,
+    ) -> IrKernel {
         IrKernel {
             program: self.program.clone(),
             index: self.index,
             hash: self.hash,
             spill_x: shape.spill_x,
+            alloc_sizes,
             settings: settings_for(shape).kernel_name(self.plan().name.clone()),
             device_properties: dp,
             target_properties: tp,
@@ -491,7 +526,22 @@ impl CompiledKernel {
         let k = self.plan();
         let func = &self.program.func;
         let shape = self.shape(&scalars.ints)?;
-        let kernel = self.ir_kernel(&shape, client.properties_shared(), client.target_properties_shared());
+        let mut sizes = Vec::new();
+        for b in sized_allocs(&self.program, k) {
+            let buf = &func.buffers[b];
+            let mut n: i64 = 1;
+            if let sparsec_ir::Layout::Dense(shape) = &buf.layout {
+                for e in shape {
+                    let x = plan::host_eval(func, e, &scalars.ints).ok_or_else(|| RuntimeError::Launch {
+                        kernel: k.name.clone(),
+                        message: format!("the size of `{}` cannot be evaluated", buf.name),
+                    })?;
+                    n = n.saturating_mul(x.max(0));
+                }
+            }
+            sizes.push((b, n.max(1) as usize));
+        }
+        let kernel = self.ir_kernel(&shape, sizes, Some(client.properties_shared()), client.target_properties_shared());
         let mut launcher = KernelLauncher::new(kernel.settings.clone());
         launcher.with_scope(|scope| scope.device_properties(client.properties()));
         for b in &k.bufs {

@@ -4,6 +4,7 @@
 
 mod cubecl {
     pub mod common;
+    mod atomic;
     mod emit;
     mod runtime;
     mod validate;

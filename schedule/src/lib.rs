@@ -56,6 +56,8 @@
 
 #![warn(missing_docs)]
 
+/// Default CPU and GPU schedules.
+pub mod auto;
 mod cache;
 mod error;
 mod compute_at;

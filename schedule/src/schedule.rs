@@ -234,6 +234,11 @@ impl Schedule {
         }
     }
 
+    /// The variable of the loop `rv` points to.
+    pub(crate) fn loop_var(&self, lp: LoopRv) -> Result<VarId> {
+        Ok(self.loop_path(&self.func, lp.0)?.1)
+    }
+
     /// Name of a variable of the current function.
     pub(crate) fn var_name(f: &Func, v: VarId) -> String {
         f.vars.try_get(v).map_or_else(|| format!("#{}", v.index()), |x| x.name.clone())

@@ -28,9 +28,14 @@ pub fn output_f32(out: &Args, param: &str) -> Vec<f32> {
 }
 
 /// Calls `f` with the run of workload `name` on every matrix it applies to (at least three).
-pub fn for_each_case(name: &str, mut f: impl FnMut(&str, &workloads::Case)) {
+pub fn for_each_case(name: &str, f: impl FnMut(&str, &workloads::Case)) {
+    for_each_case_upto(name, usize::MAX, f)
+}
+
+/// [`for_each_case`] on the matrices with at most `max_nnz` nonzeros.
+pub fn for_each_case_upto(name: &str, max_nnz: usize, mut f: impl FnMut(&str, &workloads::Case)) {
     let mut ran = 0;
-    for (mname, m) in all_matrices() {
+    for (mname, m) in all_matrices().into_iter().filter(|(_, m)| m.nnz() <= max_nnz) {
         let mut rng = Rng::new(0x5eed ^ m.nnz() as u64);
         if let Some(c) = workloads::case(name, &m, &mut rng) {
             f(&mname, &c);

@@ -3,7 +3,7 @@
 //! sentinel, so a missed `init` fails.
 
 use super::common::{check_all, workload};
-use sparsec_backend_cubecl::compile;
+use sparsec_backend_cubecl::{compile, compile_with_structure};
 use sparsec_ir::ThreadTag::*;
 use sparsec_schedule::{LoopRv, Schedule};
 
@@ -12,7 +12,15 @@ fn unscheduled(name: &str) {
     check_all(name, "unscheduled", &prog);
 }
 
-macro_rules! unscheduled_tests {
+/// The default GPU schedule (`blockIdx.x` × 64 `threadIdx.x` on independent outer loops).
+fn auto_scheduled(name: &str) {
+    let f = workload(name);
+    let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let prog = compile_with_structure(&s, &f).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_all(name, "gpu_schedule", &prog);
+}
+
+macro_rules! workload_tests {
     ($($name:ident),* $(,)?) => {
         mod unscheduled {
             $(#[test]
@@ -20,10 +28,16 @@ macro_rules! unscheduled_tests {
                 super::unscheduled(stringify!($name));
             })*
         }
+        mod auto_scheduled {
+            $(#[test]
+            fn $name() {
+                super::auto_scheduled(stringify!($name));
+            })*
+        }
     };
 }
 
-unscheduled_tests!(
+workload_tests!(
     csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
     sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
     rgcn_hetero_forward, sparse_softmax, csr2bsr,
@@ -114,4 +128,33 @@ fn scheduled_ellmm_threads() {
 #[test]
 fn unscheduled_square_sum_two_k() {
     unscheduled("square_sum_two_K");
+}
+
+#[test]
+fn auto_scheduled_square_sum_two_k() {
+    auto_scheduled("square_sum_two_K");
+}
+
+/// sddmm, one row per cube: the row of A is staged in shared memory by the cube's units
+/// (its size, `feat_size`, is fixed at launch), then the units take 32 nonzeros at a time;
+/// the launch synchronises after the fill, the copy and the init.
+#[test]
+fn scheduled_sddmm_row_of_a_in_shared_memory() {
+    let f = workload("sddmm");
+    let mut sch = Schedule::new(sparsec_passes::lower_sparse_iter(&f).unwrap()).unwrap();
+    let row = sch.get_block("sddmm0").unwrap();
+    let inner = sch.get_block("sddmm1").unwrap();
+    let copy = sch.cache_read(inner, "A", sparsec_ir::Scope::Shared, row).unwrap();
+    let i = loops(&mut sch, "sddmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let ax = sch.get_loops(copy).unwrap()[0];
+    sch.bind(ax, ThreadIdxX).unwrap();
+    let j = loops(&mut sch, "sddmm_init1")[0];
+    let j = sch.split(j, &[None, Some(32)]).unwrap();
+    sch.bind(j[1], ThreadIdxX).unwrap();
+    let j = loops(&mut sch, "sddmm1")[0];
+    let j = sch.split(j, &[None, Some(32)]).unwrap();
+    sch.bind(j[1], ThreadIdxX).unwrap();
+    let prog = compile_with_structure(sch.func(), &f).unwrap_or_else(|e| panic!("{e}\n{}", sch.text()));
+    check_all("sddmm", "A row in shared memory", &prog);
 }

@@ -1,5 +1,7 @@
-//! `sparsec run`: bind data, run the interpreter at a stage, write outputs, print checksums.
+//! `sparsec run`: bind data, run on a backend (the interpreter at any stage, the code
+//! generators at Stage III), write outputs, print checksums.
 
+use crate::backends::{self, Auto, Backend};
 use crate::StageArg;
 use clap::ValueEnum;
 use sparsec::driver::{self, RunSpec};
@@ -38,22 +40,19 @@ pub struct RunArgs {
     /// Folder for the outputs, one `<buffer>.npy` each.
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Lower to this stage before running.
-    #[arg(long, default_value = "1")]
-    stage: StageArg,
+    /// Lower to this stage before running (default: 1 for the interpreter, 3 otherwise; the
+    /// code generators take Stage III only).
+    #[arg(long)]
+    stage: Option<StageArg>,
     /// A schedule trace (JSON) to apply before running at `--stage`.
     #[arg(long)]
     schedule: Option<PathBuf>,
+    /// Applies the default CPU or GPU schedule when no `--schedule` is given.
+    #[arg(long, value_enum)]
+    auto: Option<Auto>,
     /// Where to run.
     #[arg(long, value_enum, default_value = "interp")]
     backend: Backend,
-}
-
-/// `--backend` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Backend {
-    /// The reference interpreter.
-    Interp,
 }
 
 fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
@@ -69,11 +68,15 @@ where
 pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     let loaded = driver::load(&a.file)?;
     let func = loaded.func(a.func.as_deref())?;
-    let stage = match a.stage {
+    let default = if a.backend == Backend::Interp && a.auto.is_none() { StageArg::One } else { StageArg::Three };
+    let stage = match a.stage.unwrap_or(default) {
         StageArg::One | StageArg::All => Stage::I,
         StageArg::Two => Stage::II,
         StageArg::Three => Stage::III,
     };
+    if a.backend != Backend::Interp && stage != Stage::III {
+        return Err(format!("the {} backend runs Stage III only", backend_name(a.backend)).into());
+    }
     let spec = RunSpec {
         matrices: a.matrices,
         inputs: a.inputs,
@@ -83,19 +86,16 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         seed: a.seed,
     };
     let args = driver::bind_run(func, &spec)?;
-    let lowered = match &a.schedule {
-        None => driver::lower(func, stage)?,
-        Some(path) => {
-            let trace = driver::read_trace(path)?;
-            let stages = driver::lower_scheduled(func, &trace)?;
-            stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
-                driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
-            })?
-        }
+    let stages = match (&a.schedule, a.auto) {
+        (None, None) => vec![driver::lower(func, stage)?],
+        (Some(path), _) => driver::lower_scheduled(func, &driver::read_trace(path)?)?,
+        (None, Some(auto)) => backends::auto_stages(func, auto)?,
     };
-    let Backend::Interp = a.backend;
+    let lowered = stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
+        driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
+    })?;
     let start = Instant::now();
-    let out = sparsec::interp::run(&lowered, &args)?;
+    let out = backends::run(&lowered, &args, a.backend)?;
     let elapsed = start.elapsed();
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;
@@ -111,9 +111,14 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
             sparsec::npy::write(&dir.join(format!("{}.npy", buf.name)), array, &shape)?;
         }
     }
-    let backend = a.backend.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string());
+    let backend = backend_name(a.backend);
     writeln!(out_text, "stage {} on {backend}: {:.3} ms", lowered.stage, elapsed.as_secs_f64() * 1e3)?;
     Ok(())
+}
+
+/// The `--backend` spelling of `b`.
+fn backend_name(b: Backend) -> String {
+    b.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
 }
 
 fn checksum(a: &Array) -> (f64, f64) {

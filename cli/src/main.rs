@@ -43,6 +43,12 @@ enum Cmd {
         /// A schedule trace (JSON) to apply before and while lowering.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Applies the default CPU or GPU schedule when no `--schedule` is given.
+        #[arg(long, value_enum)]
+        auto: Option<backends::Auto>,
+        /// GPU architecture for `--emit ptx`.
+        #[arg(long, default_value = "sm_80")]
+        chip: String,
     },
     /// Run a function on concrete data with the reference interpreter.
     Run(run::RunArgs),
@@ -77,8 +83,19 @@ impl StageArg {
 enum Emit {
     /// The .sptir text of the IR.
     Sptir,
+    /// The MLIR GPU module (gpu, scf, memref, arith, math dialects) of the Stage-III function.
+    Mlir,
+    /// PTX for `--chip`, through MLIR's NVVM pipeline.
+    Ptx,
+    /// A `#[cube]` Rust rendering of the CubeCL kernels.
+    Cubecl,
+    /// The WGSL source CubeCL compiles the kernels to.
+    Wgsl,
+    /// The CUDA C++ source CubeCL compiles the kernels to.
+    Cuda,
 }
 
+mod backends;
 mod run;
 
 fn main() -> ExitCode {
@@ -112,7 +129,20 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             let loaded = driver::load(&file)?;
             out.push_str(&text::print_module(&loaded.module));
         }
-        Cmd::Lower { file, stage, emit: Emit::Sptir, func, schedule } => {
+        Cmd::Lower { file, emit, func, schedule, auto, chip, .. } if emit != Emit::Sptir => {
+            let loaded = driver::load(&file)?;
+            let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
+            let funcs: Vec<_> = match &func {
+                Some(_) => vec![loaded.func(func.as_deref())?],
+                None if trace.is_some() => vec![loaded.func(None)?],
+                None => loaded.module.funcs.iter().collect(),
+            };
+            for f in funcs {
+                let lowered = backends::stage_iii(f, trace.as_ref(), auto)?;
+                out.push_str(&backends::emit(&lowered, emit, &chip)?);
+            }
+        }
+        Cmd::Lower { file, stage, func, schedule, auto, .. } => {
             let loaded = driver::load(&file)?;
             let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
             let funcs: Vec<_> = match (&func, &trace) {
@@ -120,9 +150,10 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 (None, None) => loaded.module.funcs.iter().collect(),
             };
             for f in funcs {
-                let lowered = match &trace {
-                    Some(t) => driver::lower_scheduled(f, t)?,
-                    None => driver::lower_all(f)?,
+                let lowered = match (&trace, auto) {
+                    (Some(t), _) => driver::lower_scheduled(f, t)?,
+                    (None, Some(a)) => backends::auto_stages(f, a)?,
+                    (None, None) => driver::lower_all(f)?,
                 };
                 let wanted = stage.stages();
                 for g in lowered.iter().filter(|g| wanted.contains(&g.stage)) {

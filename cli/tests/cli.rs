@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 fn sparsec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sparsec"))
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .output()
         .expect("sparsec runs")
 }
@@ -161,7 +161,7 @@ fn run_binds_a_ragged_axis_whose_length_is_nnz() {
 #[test]
 fn lower_applies_a_schedule_trace() {
     use sparsec::ir::ThreadTag;
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/csrmm.sptir")).unwrap();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/csrmm.sptir")).unwrap();
     let f = sparsec::ir::text::parse_func("csrmm", &text).unwrap();
     let mut sch = sparsec::schedule::Schedule::new(f).unwrap();
     let sp = sch.get_sparse_iteration("csrmm").unwrap();
@@ -195,4 +195,60 @@ fn lower_applies_a_schedule_trace() {
     let o = sparsec(&["lower", "examples/csrmm.sptir", "--schedule", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("not a schedule trace"), "{}", stderr(&o));
+}
+
+#[test]
+fn auto_schedules_print_and_run() {
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "gpu", "--stage", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("for i_0 in blockIdx.x((m + 127) // 128)") && out.contains("for i_1 in threadIdx.x(128)"), "{out}");
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "cpu", "--stage", "3"]);
+    assert!(stdout(&o).contains("for i in parallel(m)") && stdout(&o).contains("vectorized(feat)"), "{}", stdout(&o));
+
+    let (_, path) = sparsec::formats::shared_matrices().into_iter().next().expect("a shared matrix");
+    let mat = format!("A={}", path.display());
+    let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4"]);
+    assert!(base.status.success(), "{}", stderr(&base));
+    for auto in ["cpu", "gpu"] {
+        let o = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4", "--auto", auto]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o).lines().next(), stdout(&base).lines().next(), "--auto {auto}");
+        assert!(stdout(&o).contains("stage III on interp"), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn code_generators_take_stage_iii_only() {
+    let o = sparsec(&["run", "examples/csrmm.sptir", "--scalar", "m=1", "--backend", "mlir-cpu", "--stage", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("the mlir-cpu backend runs Stage III only"), "{}", stderr(&o));
+}
+
+#[test]
+fn mlir_emission_and_cpu_runs() {
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "mlir", "--auto", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("gpu.module") && out.contains("gpu.launch_func") && out.contains("gpu.func"), "{out}");
+    for chip in ["sm_80", "sm_90"] {
+        let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "ptx", "--chip", chip, "--auto", "gpu"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stdout(&o).contains(&format!(".target {chip}")), "{}", stdout(&o));
+    }
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--emit", "ptx", "--chip", "sm_xx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+
+    let (_, path) = sparsec::formats::shared_matrices().into_iter().next().expect("a shared matrix");
+    let mat = format!("A={}", path.display());
+    let base = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8"]);
+    for extra in [&[][..], &["--auto", "cpu"][..], &["--auto", "gpu"][..]] {
+        let mut args = vec!["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu"];
+        args.extend_from_slice(extra);
+        let o = sparsec(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o).lines().next(), stdout(&base).lines().next(), "{extra:?}");
+        assert!(stdout(&o).contains("stage III on mlir-cpu"), "{}", stdout(&o));
+    }
 }

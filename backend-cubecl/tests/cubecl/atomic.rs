@@ -1,0 +1,61 @@
+//! The hyb example (csrmm decomposed into hyb buckets, one ELL row per block, features across
+//! threads, atomic accumulation into C, the buckets fused into one launch) on wgpu.
+
+use super::common::{client, workload};
+use sparsec::formats::compose::Hyb;
+use sparsec_backend_cubecl::compile_with_structure;
+use sparsec_ir::{AttrValue, Func, ThreadTag};
+use sparsec_schedule::Schedule;
+use sparsec_testkit as tk;
+
+fn decomposed(widths: &[i64]) -> Func {
+    let csrmm = workload("csrmm");
+    sparsec::passes::decompose_format(&csrmm, &sparsec::passes::hyb_rules(1, widths).unwrap()).unwrap()
+}
+
+fn schedule(g: Func, buckets: usize) -> Func {
+    let mut sch = Schedule::new(g).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    for b in 0..buckets {
+        let rows = sch.get_block(&format!("csrmm_hyb_0_{b}0")).unwrap();
+        let io = sch.get_loops(rows).unwrap()[0];
+        sch.bind(io, ThreadTag::BlockIdxX).unwrap();
+        let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
+        let k = sch.get_loops(inner).unwrap()[1];
+        sch.bind(k, ThreadTag::ThreadIdxX).unwrap();
+        sch.annotate(inner, "atomic", AttrValue::Bool(true)).unwrap();
+    }
+    sch.lower_atomic().unwrap();
+    sch.horizontal_fusion().unwrap();
+    sch.lower_sparse_buffer().unwrap();
+    sch.into_func()
+}
+
+#[test]
+fn hyb_with_atomic_adds_computes_csrmm() {
+    let client = client();
+    let mut ran = 0;
+    for (name, m) in tk::all_matrices() {
+        let csr = sparsec::formats::Csr::<i64, f64>::try_new(
+            m.rows,
+            m.cols,
+            m.indptr.iter().map(|&x| x as i64).collect(),
+            m.indices.iter().map(|&x| x as i64).collect(),
+            m.vals.iter().map(|&v| v as f64).collect(),
+        )
+        .unwrap();
+        let hyb = Hyb::from_csr(&csr, 1, 3).unwrap();
+        let widths: Vec<i64> = hyb.bucket_widths().iter().map(|&w| w as i64).collect();
+        let g = decomposed(&widths);
+        let f = schedule(g.clone(), widths.len());
+        let Some(case) = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(11)) else { continue };
+        let mut args = case.args.clone();
+        sparsec::driver::bind_hyb(&mut args, &hyb);
+        let prog = compile_with_structure(&f, &g).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = prog.run(&client, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (g, w) = (tk::output_f32(&got, "c"), &case.expected[0].1);
+        tk::assert_close(&format!("hyb on {name}"), &g, w, 1e-4);
+        ran += 1;
+    }
+    assert!(ran >= 14, "ran on {ran} matrices");
+}

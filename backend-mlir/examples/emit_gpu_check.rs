@@ -1,0 +1,63 @@
+//! Emits the PTX (sm_80 and sm_90) and launch plans of GPU-scheduled csrmm and sddmm into a
+//! folder, for `scripts/gpu-check` on a GPU machine.
+//! `cargo run -p sparsec-backend-mlir --example emit_gpu_check -- OUT_DIR`
+
+use sparsec_backend_mlir::{emit_ptx, gpu_plan};
+use sparsec_ir::{Func, Stage, ThreadTag::*};
+use sparsec_schedule::{LoopRv, Schedule};
+
+fn loops(sch: &mut Schedule, block: &str) -> Result<Vec<LoopRv>, Box<dyn std::error::Error>> {
+    let b = sch.get_block(block)?;
+    Ok(sch.get_loops(b)?)
+}
+
+fn workload(name: &str) -> Result<Func, Box<dyn std::error::Error>> {
+    let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)?;
+    Ok(sparsec_ir::text::parse_func(&path, &text)?)
+}
+
+/// csrmm: one row per block, 32 feature threads.
+fn csrmm() -> Result<Func, Box<dyn std::error::Error>> {
+    let mut sch = Schedule::new(workload("csrmm")?)?;
+    sch.lower_sparse_iter()?;
+    let i = loops(&mut sch, "csrmm0")?[0];
+    sch.bind(i, BlockIdxX)?;
+    for block in ["csrmm1", "csrmm_init1"] {
+        let l = loops(&mut sch, block)?;
+        let k = *l.last().ok_or("no loop")?;
+        let k = sch.split(k, &[None, Some(32)])?;
+        sch.bind(k[1], ThreadIdxX)?;
+    }
+    sch.lower_sparse_buffer()?;
+    Ok(sch.func().clone())
+}
+
+/// sddmm: fused nonzeros over blocks of 32 threads.
+fn sddmm() -> Result<Func, Box<dyn std::error::Error>> {
+    let mut sch = Schedule::new(workload("sddmm")?)?;
+    let sp = sch.get_sparse_iteration("sddmm")?;
+    let it = sch.get_sp_iters(sp)?;
+    sch.sparse_fuse(sp, &[it[0], it[1]])?;
+    sch.lower_sparse_iter()?;
+    let ij = loops(&mut sch, "sddmm0")?[0];
+    let ij = sch.split(ij, &[None, Some(32)])?;
+    sch.bind(ij[0], BlockIdxX)?;
+    sch.bind(ij[1], ThreadIdxX)?;
+    sch.lower_sparse_buffer()?;
+    Ok(sch.func().clone())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out = std::env::args().nth(1).unwrap_or_else(|| "gpu-check".into());
+    std::fs::create_dir_all(&out)?;
+    for (name, f) in [("csrmm", csrmm()?), ("sddmm", sddmm()?)] {
+        assert_eq!(f.stage, Stage::III);
+        for chip in ["sm_80", "sm_90"] {
+            std::fs::write(format!("{out}/{name}.{chip}.ptx"), emit_ptx(&f, chip)?)?;
+        }
+        std::fs::write(format!("{out}/{name}.json"), gpu_plan(&f)?.to_json())?;
+        println!("{out}/{name}.{{sm_80,sm_90}}.ptx, {out}/{name}.json");
+    }
+    Ok(())
+}

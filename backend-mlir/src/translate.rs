@@ -1,0 +1,1007 @@
+//! Statements and expressions of a Stage-III function to `scf`/`arith`/`math`/`memref` ops.
+//!
+//! The same translator serves the CPU and the GPU module; [`Target`] decides what thread-bound
+//! loops and allocations become.
+
+use crate::error::{MlirError, Result};
+use melior::ir::attribute::{FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute};
+use melior::ir::operation::{OperationBuilder, OperationLike};
+use melior::ir::r#type::{FunctionType, IntegerType, MemRefType};
+use melior::ir::{
+    Attribute, Block, BlockLike, BlockRef, Identifier, Location, Operation, Region, RegionLike, Type,
+    Value, ValueLike,
+};
+use melior::Context;
+use sparsec_ir::{
+    BinOp, Block as IrBlock, BufferId, DType, Expr, For, ForKind, Func, Intrinsic, IterKind, Layout, Scope,
+    Stmt, StmtKind, Storage, ThreadTag, UnOp,
+};
+
+/// An SSA value; lifetimes are the context's (values live as long as the module).
+pub(crate) type Val<'c> = Value<'c, 'c>;
+
+/// What the translated code runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Host code: thread-bound block loops and `parallel` loops become `scf.parallel`
+    /// (when `parallel` is set), everything else `scf.for`.
+    Cpu {
+        /// Whether loops may become `scf.parallel`.
+        parallel: bool,
+    },
+    /// A GPU kernel: thread-bound loops become guarded thread/block ids.
+    Gpu,
+}
+
+/// Dynamic extent of a memref dimension (`ShapedType::kDynamic`).
+pub(crate) const DYNAMIC: i64 = i64::MIN;
+
+/// Translator state for one function body.
+pub(crate) struct Tr<'c, 'f> {
+    pub ctx: &'c Context,
+    pub func: &'f Func,
+    pub loc: Location<'c>,
+    pub target: Target,
+    vars: Vec<Option<Val<'c>>>,
+    bufs: Vec<Option<Val<'c>>>,
+    /// GPU: the index-typed id of each thread tag (in `ThreadTag::ALL` order).
+    tids: [Option<Val<'c>>; 6],
+    /// Where constant-size allocations are hoisted: the function or kernel entry, or the
+    /// body of the enclosing `scf.parallel`.
+    entry: Option<melior::ir::BlockRef<'c, 'c>>,
+    /// GPU: number of workgroup attributions added to the entry block.
+    pub workgroup: usize,
+    /// GPU code emulated on the CPU: no workgroup memory.
+    pub emulated: bool,
+    /// Depth of enclosing `scf.parallel` loops.
+    par_depth: usize,
+    /// Loads read once before the enclosing loops (see `hoist`).
+    hoisted: Vec<(Expr, Val<'c>)>,
+    /// Loop variables as the loop's `index` induction variable.
+    var_index: Vec<Option<Val<'c>>>,
+    /// Defining expressions of block iterators and `let`s.
+    var_def: Vec<Option<Expr>>,
+}
+
+fn width(d: DType) -> u32 {
+    match d {
+        DType::Bool => 1,
+        DType::F16 | DType::BF16 => 16,
+        DType::I32 | DType::F32 => 32,
+        DType::I64 | DType::F64 => 64,
+    }
+}
+
+fn has_load(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= matches!(x, Expr::Load(..) | Expr::AtomicAdd(..)));
+    found
+}
+
+impl<'c, 'f> Tr<'c, 'f> {
+    pub(crate) fn new(ctx: &'c Context, func: &'f Func, target: Target) -> Self {
+        Tr {
+            ctx,
+            func,
+            loc: Location::unknown(ctx),
+            target,
+            vars: vec![None; func.vars.len()],
+            bufs: vec![None; func.buffers.len()],
+            tids: [None; 6],
+            entry: None,
+            workgroup: 0,
+            emulated: false,
+            par_depth: 0,
+            hoisted: Vec::new(),
+            var_index: vec![None; func.vars.len()],
+            var_def: vec![None; func.vars.len()],
+        }
+    }
+
+    // ---- types and constants --------------------------------------------------------------
+
+    pub(crate) fn ty(&self, d: DType) -> Type<'c> {
+        match d {
+            DType::I32 => IntegerType::new(self.ctx, 32).into(),
+            DType::I64 => IntegerType::new(self.ctx, 64).into(),
+            DType::Bool => IntegerType::new(self.ctx, 1).into(),
+            DType::F16 => Type::float16(self.ctx),
+            DType::BF16 => Type::bfloat16(self.ctx),
+            DType::F32 => Type::float32(self.ctx),
+            DType::F64 => Type::float64(self.ctx),
+        }
+    }
+
+    pub(crate) fn index(&self) -> Type<'c> {
+        Type::index(self.ctx)
+    }
+
+    /// `memref<?xT>` in the default memory space.
+    pub(crate) fn memref(&self, d: DType) -> Type<'c> {
+        MemRefType::new(self.ty(d), &[DYNAMIC], None, None).into()
+    }
+
+    pub(crate) fn attr(&self, s: &str) -> Result<Attribute<'c>> {
+        Attribute::parse(self.ctx, s).ok_or_else(|| MlirError::internal(format!("bad attribute `{s}`")))
+    }
+
+    /// Builds an operation from its parts.
+    pub(crate) fn build(
+        &self,
+        name: &str,
+        operands: &[Val<'c>],
+        results: &[Type<'c>],
+        attrs: &[(&str, Attribute<'c>)],
+        regions: Vec<Region<'c>>,
+    ) -> Result<Operation<'c>> {
+        let attrs: Vec<_> = attrs.iter().map(|(n, a)| (Identifier::new(self.ctx, n), *a)).collect();
+        OperationBuilder::new(name, self.loc)
+            .add_operands(operands)
+            .add_results(results)
+            .add_attributes(&attrs)
+            .add_regions_vec(regions)
+            .build()
+            .map_err(|e| MlirError::internal(format!("cannot build `{name}`: {e}")))
+    }
+
+    /// Appends an operation without regions and returns its first result, if any.
+    pub(crate) fn emit(
+        &self,
+        b: &Block<'c>,
+        name: &str,
+        operands: &[Val<'c>],
+        results: &[Type<'c>],
+        attrs: &[(&str, Attribute<'c>)],
+    ) -> Result<Option<Val<'c>>> {
+        let op = self.build(name, operands, results, attrs, Vec::new())?;
+        let op = b.append_operation(op);
+        Ok(match op.result_count() {
+            0 => None,
+            _ => Some(op.result(0).map_err(MlirError::internal)?.into()),
+        })
+    }
+
+    /// Appends an operation with exactly one result.
+    pub(crate) fn emit1(
+        &self,
+        b: &Block<'c>,
+        name: &str,
+        operands: &[Val<'c>],
+        result: Type<'c>,
+        attrs: &[(&str, Attribute<'c>)],
+    ) -> Result<Val<'c>> {
+        self.emit(b, name, operands, &[result], attrs)?
+            .ok_or_else(|| MlirError::internal(format!("`{name}` has no result")))
+    }
+
+    pub(crate) fn cint(&self, b: &Block<'c>, v: i64, d: DType) -> Result<Val<'c>> {
+        let t = self.ty(d);
+        self.emit1(b, "arith.constant", &[], t, &[("value", IntegerAttribute::new(t, v).into())])
+    }
+
+    pub(crate) fn cidx(&self, b: &Block<'c>, v: i64) -> Result<Val<'c>> {
+        let t = self.index();
+        self.emit1(b, "arith.constant", &[], t, &[("value", IntegerAttribute::new(t, v).into())])
+    }
+
+    fn cfloat(&self, b: &Block<'c>, v: f64, d: DType) -> Result<Val<'c>> {
+        let t = self.ty(d);
+        self.emit1(b, "arith.constant", &[], t, &[("value", FloatAttribute::new(self.ctx, t, v).into())])
+    }
+
+    /// A constant of any dtype from an `f64` (ints truncate, bools test non-zero).
+    fn constant(&self, b: &Block<'c>, v: f64, d: DType) -> Result<Val<'c>> {
+        match d {
+            DType::I32 | DType::I64 => self.cint(b, v as i64, d),
+            DType::Bool => self.cint(b, (v != 0.0) as i64, d),
+            _ => self.cfloat(b, v, d),
+        }
+    }
+
+    pub(crate) fn to_index(&self, b: &Block<'c>, v: Val<'c>) -> Result<Val<'c>> {
+        if v.r#type() == self.index() {
+            return Ok(v);
+        }
+        self.emit1(b, "arith.index_cast", &[v], self.index(), &[])
+    }
+
+    fn index_to(&self, b: &Block<'c>, v: Val<'c>, d: DType) -> Result<Val<'c>> {
+        if !d.is_int() {
+            return Err(MlirError::unsupported(format!("a loop variable of type {d}")));
+        }
+        self.emit1(b, "arith.index_cast", &[v], self.ty(d), &[])
+    }
+
+    fn cmpi(&self, b: &Block<'c>, pred: i64, x: Val<'c>, y: Val<'c>) -> Result<Val<'c>> {
+        let i64t = IntegerType::new(self.ctx, 64).into();
+        let bt = self.ty(DType::Bool);
+        self.emit1(b, "arith.cmpi", &[x, y], bt, &[("predicate", IntegerAttribute::new(i64t, pred).into())])
+    }
+
+    fn cmpf(&self, b: &Block<'c>, pred: i64, x: Val<'c>, y: Val<'c>) -> Result<Val<'c>> {
+        let i64t = IntegerType::new(self.ctx, 64).into();
+        let bt = self.ty(DType::Bool);
+        self.emit1(b, "arith.cmpf", &[x, y], bt, &[("predicate", IntegerAttribute::new(i64t, pred).into())])
+    }
+
+    // ---- regions --------------------------------------------------------------------------
+
+    /// A one-block region whose block has arguments of `args`; `f` fills it (including the
+    /// terminator).
+    pub(crate) fn region(
+        &mut self,
+        args: &[Type<'c>],
+        f: impl FnOnce(&mut Self, &Block<'c>, Vec<Val<'c>>) -> Result<()>,
+    ) -> Result<Region<'c>> {
+        let block = Block::new(&args.iter().map(|t| (*t, self.loc)).collect::<Vec<_>>());
+        let mut vals = Vec::with_capacity(args.len());
+        for i in 0..args.len() {
+            vals.push(block.argument(i).map_err(MlirError::internal)?.into());
+        }
+        f(self, &block, vals)?;
+        let region = Region::new();
+        region.append_block(block);
+        Ok(region)
+    }
+
+    fn yield_(&self, b: &Block<'c>, vals: &[Val<'c>]) -> Result<()> {
+        self.emit(b, "scf.yield", vals, &[], &[]).map(drop)
+    }
+
+    /// `scf.if` with one result per type in `results`; each arm returns its values.
+    fn if_values(
+        &mut self,
+        b: &Block<'c>,
+        cond: Val<'c>,
+        results: &[Type<'c>],
+        then: impl FnOnce(&mut Self, &Block<'c>) -> Result<Vec<Val<'c>>>,
+        els: impl FnOnce(&mut Self, &Block<'c>) -> Result<Vec<Val<'c>>>,
+    ) -> Result<Vec<Val<'c>>> {
+        let r1 = self.region(&[], |t, blk, _| {
+            let v = then(t, blk)?;
+            t.yield_(blk, &v)
+        })?;
+        let r2 = self.region(&[], |t, blk, _| {
+            let v = els(t, blk)?;
+            t.yield_(blk, &v)
+        })?;
+        let op = b.append_operation(self.build("scf.if", &[cond], results, &[], vec![r1, r2])?);
+        (0..results.len()).map(|i| Ok(op.result(i).map_err(MlirError::internal)?.into())).collect()
+    }
+
+    // ---- expressions ----------------------------------------------------------------------
+
+    /// Binds a variable (parameters, loop variables, block iterators, `let`s).
+    pub(crate) fn bind_var(&mut self, v: sparsec_ir::VarId, val: Val<'c>) {
+        if let Some(slot) = self.vars.get_mut(v.index()) {
+            *slot = Some(val);
+        }
+    }
+
+    /// Binds a buffer to its memref.
+    pub(crate) fn bind_buf(&mut self, buf: BufferId, val: Val<'c>) {
+        if let Some(slot) = self.bufs.get_mut(buf.index()) {
+            *slot = Some(val);
+        }
+    }
+
+    /// Sets the GPU thread ids (in `ThreadTag::ALL` order).
+    pub(crate) fn set_gpu_ids(&mut self, ids: [Option<Val<'c>>; 6]) {
+        self.tids = ids;
+    }
+
+    /// Sets the block where constant-size allocations are hoisted (function or kernel entry).
+    pub(crate) fn set_entry(&mut self, b: &Block<'c>) {
+        self.entry = Some(unsafe { BlockRef::from_raw(b.to_raw()) });
+    }
+
+    fn var_name(&self, v: sparsec_ir::VarId) -> String {
+        self.func.vars.try_get(v).map_or_else(|| format!("{v:?}"), |x| x.name.clone())
+    }
+
+    fn buf_val(&self, buf: BufferId) -> Result<Val<'c>> {
+        self.bufs.get(buf.index()).copied().flatten().ok_or_else(|| {
+            let name = self.func.buffers.try_get(buf).map_or_else(|| format!("{buf:?}"), |x| x.name.clone());
+            MlirError::unsupported(format!("buffer `{name}` is used outside its allocation"))
+        })
+    }
+
+    fn buf_dtype(&self, buf: BufferId) -> Result<DType> {
+        self.func.buffers.try_get(buf).map(|b| b.dtype).ok_or_else(|| MlirError::internal("unknown buffer"))
+    }
+
+    /// The flat `index` of an access (row-major over the buffer's shape).
+    fn flat_index(&mut self, b: &Block<'c>, buf: BufferId, indices: &[Expr]) -> Result<Val<'c>> {
+        let decl = self.func.buffers.try_get(buf).ok_or_else(|| MlirError::internal("unknown buffer"))?;
+        let shape = match &decl.layout {
+            Layout::Dense(s) => s.clone(),
+            Layout::Sparse(_) => {
+                return Err(MlirError::unsupported(format!("sparse buffer `{}` at Stage III", decl.name)))
+            }
+        };
+        if indices.len() != shape.len() || indices.is_empty() {
+            return Err(MlirError::unsupported(format!(
+                "access to `{}` with {} indices for {} dimensions",
+                decl.name,
+                indices.len(),
+                shape.len()
+            )));
+        }
+        let mut acc = self.index_expr(b, &indices[0], 0)?;
+        for (d, e) in indices.iter().enumerate().skip(1) {
+            let dim = self.index_expr(b, &shape[d], 0)?;
+            let i = self.index_expr(b, e, 0)?;
+            let it = self.index();
+            let m = self.emit1(b, "arith.muli", &[acc, dim], it, &[])?;
+            acc = self.emit1(b, "arith.addi", &[m, i], it, &[])?;
+        }
+        Ok(acc)
+    }
+
+    /// An integer index expression computed in `index` (64-bit) arithmetic from the loops'
+    /// induction variables, so that LLVM sees affine addresses (a 32-bit computation
+    /// sign-extended at the end hides them and blocks vectorisation). Indices of in-bounds
+    /// accesses never overflow 32 bits, where both agree.
+    fn index_expr(&mut self, b: &Block<'c>, e: &Expr, depth: usize) -> Result<Val<'c>> {
+        let it = self.index();
+        let d = self.func.expr_dtype(e);
+        if depth < 16 && d.is_int() {
+            match e {
+                Expr::Int(v, _) => return self.cidx(b, *v),
+                Expr::Var(v) if self.vars.get(v.index()).copied().flatten().is_some() => {
+                    if let Some(iv) = self.var_index.get(v.index()).copied().flatten() {
+                        return Ok(iv);
+                    }
+                    // Pure definitions only: a load may read a different value here.
+                    if let Some(def) = self.var_def.get(v.index()).cloned().flatten().filter(|d| !has_load(d)) {
+                        return self.index_expr(b, &def, depth + 1);
+                    }
+                }
+                Expr::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), x, y) => {
+                    let x = self.index_expr(b, x, depth + 1)?;
+                    let y = self.index_expr(b, y, depth + 1)?;
+                    let name = match op {
+                        BinOp::Add => "arith.addi",
+                        BinOp::Sub => "arith.subi",
+                        _ => "arith.muli",
+                    };
+                    return self.emit1(b, name, &[x, y], it, &[]);
+                }
+                _ => {}
+            }
+        }
+        let v = self.expr(b, e)?;
+        self.to_index(b, v)
+    }
+
+    /// Translates an expression.
+    pub(crate) fn expr(&mut self, b: &Block<'c>, e: &Expr) -> Result<Val<'c>> {
+        match e {
+            Expr::Int(v, d) => {
+                if !d.is_int() {
+                    return self.constant(b, *v as f64, *d);
+                }
+                self.cint(b, *v, *d)
+            }
+            Expr::Float(v, d) => self.constant(b, *v, *d),
+            Expr::Bool(v) => self.cint(b, *v as i64, DType::Bool),
+            Expr::Var(v) => self
+                .vars
+                .get(v.index())
+                .copied()
+                .flatten()
+                .ok_or_else(|| MlirError::unsupported(format!("variable `{}` used outside its scope", self.var_name(*v)))),
+            Expr::Binary(op, x, y) => self.binary(b, *op, x, y),
+            Expr::Unary(op, x) => {
+                let d = self.func.expr_dtype(x);
+                let v = self.expr(b, x)?;
+                match (op, d) {
+                    (UnOp::Neg, d) if d.is_float() => self.emit1(b, "arith.negf", &[v], self.ty(d), &[]),
+                    (UnOp::Neg, d) if d.is_int() => {
+                        let z = self.cint(b, 0, d)?;
+                        self.emit1(b, "arith.subi", &[z, v], self.ty(d), &[])
+                    }
+                    (UnOp::Not, DType::Bool) => {
+                        let t = self.cint(b, 1, DType::Bool)?;
+                        self.emit1(b, "arith.xori", &[v, t], self.ty(DType::Bool), &[])
+                    }
+                    (op, d) => Err(MlirError::unsupported(format!("unary {op:?} on {d}"))),
+                }
+            }
+            Expr::Select(c, x, y) => {
+                let d = self.func.expr_dtype(x);
+                let c = self.expr(b, c)?;
+                let x = self.expr(b, x)?;
+                let y = self.expr(b, y)?;
+                self.emit1(b, "arith.select", &[c, x, y], self.ty(d), &[])
+            }
+            Expr::Cast(to, x) => {
+                let from = self.func.expr_dtype(x);
+                let v = self.expr(b, x)?;
+                self.cast(b, v, from, *to)
+            }
+            Expr::Call(f, args) => self.call(b, *f, args),
+            Expr::Load(buf, idx) => {
+                if let Some((_, v)) = self.hoisted.iter().rev().find(|(k, _)| k == e) {
+                    return Ok(*v);
+                }
+                let m = self.buf_val(*buf)?;
+                let d = self.buf_dtype(*buf)?;
+                let i = self.flat_index(b, *buf, idx)?;
+                self.emit1(b, "memref.load", &[m, i], self.ty(d), &[])
+            }
+            Expr::AtomicAdd(buf, idx, v) => {
+                let m = self.buf_val(*buf)?;
+                let d = self.buf_dtype(*buf)?;
+                let i = self.flat_index(b, *buf, idx)?;
+                let x = self.expr(b, v)?;
+                // arith::AtomicRMWKind: addf = 0, addi = 1.
+                let kind = match d {
+                    d if d.is_float() => 0,
+                    DType::I32 | DType::I64 => 1,
+                    d => return Err(MlirError::unsupported(format!("atomic_add on {d}"))),
+                };
+                let i64t = IntegerType::new(self.ctx, 64).into();
+                self.emit1(
+                    b,
+                    "memref.atomic_rmw",
+                    &[x, m, i],
+                    self.ty(d),
+                    &[("kind", IntegerAttribute::new(i64t, kind).into())],
+                )
+            }
+        }
+    }
+
+    fn binary(&mut self, b: &Block<'c>, op: BinOp, x: &Expr, y: &Expr) -> Result<Val<'c>> {
+        let d = self.func.expr_dtype(x);
+        if matches!(op, BinOp::And | BinOp::Or) {
+            let a = self.expr(b, x)?;
+            let bt = self.ty(DType::Bool);
+            if !has_load(y) {
+                let c = self.expr(b, y)?;
+                let name = if op == BinOp::And { "arith.andi" } else { "arith.ori" };
+                return self.emit1(b, name, &[a, c], bt, &[]);
+            }
+            // Short-circuit: the right operand may load out of bounds when the left decides.
+            let and = op == BinOp::And;
+            let rhs = |t: &mut Self, blk: &Block<'c>| Ok(vec![t.expr(blk, y)?]);
+            let fixed = move |t: &mut Self, blk: &Block<'c>| Ok(vec![t.cint(blk, (!and) as i64, DType::Bool)?]);
+            let r = if and {
+                self.if_values(b, a, &[bt], rhs, fixed)?
+            } else {
+                self.if_values(b, a, &[bt], fixed, rhs)?
+            };
+            return r.into_iter().next().ok_or_else(|| MlirError::internal("scf.if lost its result"));
+        }
+        let a = self.expr(b, x)?;
+        let c = self.expr(b, y)?;
+        let t = self.ty(d);
+        let bt = self.ty(DType::Bool);
+        if d.is_float() {
+            // arith::CmpFPredicate: oeq 1, ogt 2, oge 3, olt 4, ole 5, une 13.
+            let cmp = |p| (p, ());
+            let pred = match op {
+                BinOp::Eq => Some(cmp(1)),
+                BinOp::Gt => Some(cmp(2)),
+                BinOp::Ge => Some(cmp(3)),
+                BinOp::Lt => Some(cmp(4)),
+                BinOp::Le => Some(cmp(5)),
+                BinOp::Ne => Some(cmp(13)),
+                _ => None,
+            };
+            if let Some((p, ())) = pred {
+                return self.cmpf(b, p, a, c);
+            }
+            return match op {
+                BinOp::Add => self.emit1(b, "arith.addf", &[a, c], t, &[]),
+                BinOp::Sub => self.emit1(b, "arith.subf", &[a, c], t, &[]),
+                BinOp::Mul => self.emit1(b, "arith.mulf", &[a, c], t, &[]),
+                BinOp::Div => self.emit1(b, "arith.divf", &[a, c], t, &[]),
+                // On the GPU `minnumf`/`maxnumf` become libdevice calls: a compare and a
+                // select keep the PTX self-contained (same NaN rule: the number wins).
+                BinOp::Min | BinOp::Max if self.target == Target::Gpu => {
+                    let pred = if op == BinOp::Min { 4 } else { 2 };
+                    let pick_a = self.cmpf(b, pred, a, c)?;
+                    // arith::CmpFPredicate uno = 14.
+                    let c_nan = self.cmpf(b, 14, c, c)?;
+                    let take_a = self.emit1(b, "arith.ori", &[pick_a, c_nan], bt, &[])?;
+                    self.emit1(b, "arith.select", &[take_a, a, c], t, &[])
+                }
+                BinOp::Min => self.emit1(b, "arith.minnumf", &[a, c], t, &[]),
+                BinOp::Max => self.emit1(b, "arith.maxnumf", &[a, c], t, &[]),
+                BinOp::FloorDiv => {
+                    let q = self.emit1(b, "arith.divf", &[a, c], t, &[])?;
+                    self.emit1(b, "math.floor", &[q], t, &[])
+                }
+                BinOp::FloorMod => {
+                    let r = self.emit1(b, "arith.remf", &[a, c], t, &[])?;
+                    let z = self.cfloat(b, 0.0, d)?;
+                    let nz = self.cmpf(b, 13, r, z)?;
+                    let rneg = self.cmpf(b, 4, r, z)?;
+                    let cneg = self.cmpf(b, 4, c, z)?;
+                    let differ = self.emit1(b, "arith.xori", &[rneg, cneg], bt, &[])?;
+                    let adj = self.emit1(b, "arith.andi", &[nz, differ], bt, &[])?;
+                    let sum = self.emit1(b, "arith.addf", &[r, c], t, &[])?;
+                    self.emit1(b, "arith.select", &[adj, sum, r], t, &[])
+                }
+                op => Err(MlirError::unsupported(format!("{op:?} on {d}"))),
+            };
+        }
+        // Integers and bools. arith::CmpIPredicate: eq 0, ne 1, slt 2, sle 3, sgt 4, sge 5.
+        let pred = match op {
+            BinOp::Eq => Some(0),
+            BinOp::Ne => Some(1),
+            BinOp::Lt => Some(2),
+            BinOp::Le => Some(3),
+            BinOp::Gt => Some(4),
+            BinOp::Ge => Some(5),
+            _ => None,
+        };
+        if let Some(p) = pred {
+            return self.cmpi(b, p, a, c);
+        }
+        if !d.is_int() {
+            return Err(MlirError::unsupported(format!("{op:?} on {d}")));
+        }
+        match op {
+            BinOp::Add => self.emit1(b, "arith.addi", &[a, c], t, &[]),
+            BinOp::Sub => self.emit1(b, "arith.subi", &[a, c], t, &[]),
+            BinOp::Mul => self.emit1(b, "arith.muli", &[a, c], t, &[]),
+            BinOp::Div => self.emit1(b, "arith.divsi", &[a, c], t, &[]),
+            BinOp::Min => self.emit1(b, "arith.minsi", &[a, c], t, &[]),
+            BinOp::Max => self.emit1(b, "arith.maxsi", &[a, c], t, &[]),
+            BinOp::FloorDiv | BinOp::FloorMod => {
+                let q = self.emit1(b, "arith.divsi", &[a, c], t, &[])?;
+                let r = self.emit1(b, "arith.remsi", &[a, c], t, &[])?;
+                let z = self.cint(b, 0, d)?;
+                let nz = self.cmpi(b, 1, r, z)?;
+                let rneg = self.cmpi(b, 2, r, z)?;
+                let cneg = self.cmpi(b, 2, c, z)?;
+                let differ = self.emit1(b, "arith.xori", &[rneg, cneg], bt, &[])?;
+                let adj = self.emit1(b, "arith.andi", &[nz, differ], bt, &[])?;
+                if op == BinOp::FloorDiv {
+                    let one = self.cint(b, 1, d)?;
+                    let q1 = self.emit1(b, "arith.subi", &[q, one], t, &[])?;
+                    self.emit1(b, "arith.select", &[adj, q1, q], t, &[])
+                } else {
+                    let sum = self.emit1(b, "arith.addi", &[r, c], t, &[])?;
+                    self.emit1(b, "arith.select", &[adj, sum, r], t, &[])
+                }
+            }
+            op => Err(MlirError::unsupported(format!("{op:?} on {d}"))),
+        }
+    }
+
+    /// Converts `v` from `from` to `to` like Rust's `as` (`x != 0` for bools).
+    pub(crate) fn cast(&self, b: &Block<'c>, v: Val<'c>, from: DType, to: DType) -> Result<Val<'c>> {
+        if from == to {
+            return Ok(v);
+        }
+        let t = self.ty(to);
+        match (from, to) {
+            (DType::Bool, to) if to.is_int() => self.emit1(b, "arith.extui", &[v], t, &[]),
+            (DType::Bool, _) => self.emit1(b, "arith.uitofp", &[v], t, &[]),
+            (from, DType::Bool) if from.is_int() => {
+                let z = self.cint(b, 0, from)?;
+                self.cmpi(b, 1, v, z)
+            }
+            (from, DType::Bool) => {
+                let z = self.cfloat(b, 0.0, from)?;
+                self.cmpf(b, 13, v, z)
+            }
+            (from, to) if from.is_int() && to.is_int() => {
+                let name = if width(to) > width(from) { "arith.extsi" } else { "arith.trunci" };
+                self.emit1(b, name, &[v], t, &[])
+            }
+            (from, to) if from.is_int() => {
+                let _ = to;
+                self.emit1(b, "arith.sitofp", &[v], t, &[])
+            }
+            (_, to) if to.is_int() => self.emit1(b, "arith.fptosi", &[v], t, &[]),
+            (from, to) if width(from) == width(to) => {
+                // f16 <-> bf16 through f32.
+                let w = self.emit1(b, "arith.extf", &[v], self.ty(DType::F32), &[])?;
+                self.emit1(b, "arith.truncf", &[w], t, &[])
+            }
+            (from, to) => {
+                let name = if width(to) > width(from) { "arith.extf" } else { "arith.truncf" };
+                self.emit1(b, name, &[v], t, &[])
+            }
+        }
+    }
+
+    fn call(&mut self, b: &Block<'c>, f: Intrinsic, args: &[Expr]) -> Result<Val<'c>> {
+        let extreme = |d: DType, max: bool| -> f64 {
+            let v = match d {
+                DType::I32 => i32::MAX as f64,
+                DType::I64 => 0.0,
+                DType::F16 => 65504.0,
+                DType::BF16 => 3.3895313892515355e38,
+                DType::F32 => f32::MAX as f64,
+                DType::F64 => f64::MAX,
+                DType::Bool => 1.0,
+            };
+            match (d, max) {
+                (DType::I32, false) => i32::MIN as f64,
+                (DType::Bool, false) => 0.0,
+                (_, true) => v,
+                (_, false) => -v,
+            }
+        };
+        match f {
+            Intrinsic::MaxValue(DType::I64) => return self.cint(b, i64::MAX, DType::I64),
+            Intrinsic::MinValue(DType::I64) => return self.cint(b, i64::MIN, DType::I64),
+            Intrinsic::MaxValue(d) => return self.constant(b, extreme(d, true), d),
+            Intrinsic::MinValue(d) => return self.constant(b, extreme(d, false), d),
+            _ => {}
+        }
+        if args.len() != f.arity() {
+            return Err(MlirError::unsupported(format!("`{}` with {} operands", f.name(), args.len())));
+        }
+        let d = self.func.expr_dtype(&args[0]);
+        let x = self.expr(b, &args[0])?;
+        let t = self.ty(d);
+        if d.is_int() {
+            return match f {
+                Intrinsic::Floor | Intrinsic::Ceil => Ok(x),
+                Intrinsic::Abs => self.emit1(b, "math.absi", &[x], t, &[]),
+                f => Err(MlirError::unsupported(format!("`{}` on {d}", f.name()))),
+            };
+        }
+        if !d.is_float() {
+            return Err(MlirError::unsupported(format!("`{}` on {d}", f.name())));
+        }
+        let name = match f {
+            Intrinsic::Exp => "math.exp",
+            Intrinsic::Log => "math.log",
+            Intrinsic::Sqrt => "math.sqrt",
+            Intrinsic::Abs => "math.absf",
+            Intrinsic::Tanh => "math.tanh",
+            Intrinsic::Floor => "math.floor",
+            Intrinsic::Ceil => "math.ceil",
+            Intrinsic::Pow => {
+                let y = self.expr(b, &args[1])?;
+                return self.emit1(b, "math.powf", &[x, y], t, &[]);
+            }
+            Intrinsic::Sigmoid => {
+                let n = self.emit1(b, "arith.negf", &[x], t, &[])?;
+                let e = self.emit1(b, "math.exp", &[n], t, &[])?;
+                let one = self.cfloat(b, 1.0, d)?;
+                let s = self.emit1(b, "arith.addf", &[one, e], t, &[])?;
+                return self.emit1(b, "arith.divf", &[one, s], t, &[]);
+            }
+            Intrinsic::MaxValue(_) | Intrinsic::MinValue(_) => {
+                return Err(MlirError::internal("max_value/min_value reached the operand path"))
+            }
+        };
+        self.emit1(b, name, &[x], t, &[])
+    }
+
+    // ---- statements -----------------------------------------------------------------------
+
+    /// Translates a statement list; `let`s and allocations end with it.
+    pub(crate) fn stmts(&mut self, b: &Block<'c>, list: &'f [Stmt]) -> Result<()> {
+        let saved = (self.vars.clone(), self.bufs.clone());
+        let r = self.stmts_inner(b, list);
+        (self.vars, self.bufs) = saved;
+        r
+    }
+
+    fn stmts_inner(&mut self, b: &Block<'c>, list: &'f [Stmt]) -> Result<()> {
+        let mut heap = Vec::new();
+        for s in list {
+            if let StmtKind::Alloc(buf) = &s.kind {
+                if let Some(m) = self.alloc_stmt(b, *buf)? {
+                    heap.push(m);
+                }
+                continue;
+            }
+            self.stmt(b, s)?;
+        }
+        for m in heap.into_iter().rev() {
+            self.emit(b, "memref.dealloc", &[m], &[], &[])?;
+        }
+        Ok(())
+    }
+
+    /// Number of elements of a buffer (shape product plus extra storage), as `index`.
+    pub(crate) fn buffer_size(&mut self, b: &Block<'c>, buf: BufferId) -> Result<Val<'c>> {
+        let decl = self.func.buffers.try_get(buf).ok_or_else(|| MlirError::internal("unknown buffer"))?;
+        let Layout::Dense(shape) = &decl.layout else {
+            return Err(MlirError::unsupported(format!("sparse buffer `{}` at Stage III", decl.name)));
+        };
+        let it = self.index();
+        let mut acc = self.cidx(b, 1)?;
+        for d in shape {
+            let v = self.expr(b, d)?;
+            let v = self.to_index(b, v)?;
+            acc = self.emit1(b, "arith.muli", &[acc, v], it, &[])?;
+        }
+        if let Some(e) = &decl.extra_storage {
+            let v = self.expr(b, e)?;
+            let v = self.to_index(b, v)?;
+            acc = self.emit1(b, "arith.addi", &[acc, v], it, &[])?;
+        }
+        Ok(acc)
+    }
+
+    /// The constant element count of a buffer, if its shape is literal.
+    fn const_size(&self, buf: BufferId) -> Option<i64> {
+        let decl = self.func.buffers.try_get(buf)?;
+        let Layout::Dense(shape) = &decl.layout else { return None };
+        let mut n = 1i64;
+        for d in shape {
+            n = n.checked_mul(d.as_int()?)?;
+        }
+        match &decl.extra_storage {
+            Some(e) => n.checked_add(e.as_int()?),
+            None => Some(n),
+        }
+    }
+
+    /// Stores the buffer's default into `m[0..n]`.
+    pub(crate) fn fill(&mut self, b: &Block<'c>, buf: BufferId, m: Val<'c>, n: Val<'c>) -> Result<()> {
+        let decl = self.func.buffers.try_get(buf).ok_or_else(|| MlirError::internal("unknown buffer"))?;
+        let v = match &decl.default {
+            Some(e) => self.expr(b, e)?,
+            None => self.constant(b, 0.0, decl.dtype)?,
+        };
+        let zero = self.cidx(b, 0)?;
+        let one = self.cidx(b, 1)?;
+        let it = self.index();
+        let region = self.region(&[it], |t, blk, iv| {
+            t.emit(blk, "memref.store", &[v, m, iv[0]], &[], &[])?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.for", &[zero, n, one], &[], &[], vec![region])?);
+        Ok(())
+    }
+
+    /// A statement-level allocation, filled with the default. A constant-size local buffer
+    /// is a static `memref.alloca` hoisted to the entry of the function, kernel or parallel
+    /// loop body (only the fill runs in place); on the CPU a variable-size one is a heap
+    /// `memref.alloc`, returned so that the list frees it at its end.
+    fn alloc_stmt(&mut self, b: &Block<'c>, buf: BufferId) -> Result<Option<Val<'c>>> {
+        let decl = self.func.buffers.try_get(buf).ok_or_else(|| MlirError::internal("unknown buffer"))?;
+        let Storage::Alloc(scope) = decl.storage else {
+            return Err(MlirError::unsupported(format!("`alloc` of parameter buffer `{}`", decl.name)));
+        };
+        let dtype = decl.dtype;
+        let entry = self.entry.ok_or_else(|| MlirError::internal("no entry block for allocations"))?;
+        let Some(n) = self.const_size(buf) else {
+            if self.target == Target::Gpu {
+                return Err(MlirError::unsupported(format!("GPU allocation `{}` needs a constant size", decl.name)));
+            }
+            let n = self.buffer_size(b, buf)?;
+            let seg = self.attr("array<i32: 1, 0>")?;
+            let m = self.emit1(b, "memref.alloc", &[n], self.memref(dtype), &[("operandSegmentSizes", seg)])?;
+            self.fill(b, buf, m, n)?;
+            self.bind_buf(buf, m);
+            return Ok(Some(m));
+        };
+        if scope == Scope::Shared && self.target == Target::Gpu {
+            if self.emulated {
+                return Err(MlirError::unsupported(format!("shared buffer `{}` in GPU emulation", decl.name)));
+            }
+            let space = self.attr("#gpu.address_space<workgroup>")?;
+            let t: Type<'c> = MemRefType::new(self.ty(dtype), &[n], None, Some(space)).into();
+            // Workgroup attributions follow the kernel arguments; they are not filled
+            // (threads would race), so shared memory starts undefined.
+            let m: Val<'c> = entry.add_argument(t, self.loc);
+            self.workgroup += 1;
+            self.bind_buf(buf, m);
+            return Ok(None);
+        }
+        let t: Type<'c> = MemRefType::new(self.ty(dtype), &[n], None, None).into();
+        let seg0 = self.attr("array<i32: 0, 0>")?;
+        let op = self.build("memref.alloca", &[], &[t], &[("operandSegmentSizes", seg0)], Vec::new())?;
+        let op = entry.insert_operation(0, op);
+        let m: Val<'c> = op.result(0).map_err(MlirError::internal)?.into();
+        let nv = self.cidx(b, n)?;
+        self.fill(b, buf, m, nv)?;
+        self.bind_buf(buf, m);
+        Ok(None)
+    }
+
+    fn stmt(&mut self, b: &Block<'c>, s: &'f Stmt) -> Result<()> {
+        match &s.kind {
+            StmtKind::Store { buffer, indices, value } => {
+                let v = self.expr(b, value)?;
+                let m = self.buf_val(*buffer)?;
+                let i = self.flat_index(b, *buffer, indices)?;
+                self.emit(b, "memref.store", &[v, m, i], &[], &[]).map(drop)
+            }
+            StmtKind::SpIter(it) => {
+                Err(MlirError::unsupported(format!("sparse iteration `{}` (lower to Stage III first)", it.name)))
+            }
+            StmtKind::For(f) => self.for_loop(b, f),
+            StmtKind::Block(blk) => self.block(b, blk),
+            StmtKind::If { cond, then_body, else_body } => {
+                let c = self.expr(b, cond)?;
+                let r1 = self.region(&[], |t, blk, _| {
+                    t.stmts(blk, then_body)?;
+                    t.yield_(blk, &[])
+                })?;
+                let r2 = if else_body.is_empty() {
+                    Region::new()
+                } else {
+                    self.region(&[], |t, blk, _| {
+                        t.stmts(blk, else_body)?;
+                        t.yield_(blk, &[])
+                    })?
+                };
+                b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r1, r2])?);
+                Ok(())
+            }
+            StmtKind::While { cond, body } => {
+                let before = self.region(&[], |t, blk, _| {
+                    let c = t.expr(blk, cond)?;
+                    t.emit(blk, "scf.condition", &[c], &[], &[]).map(drop)
+                })?;
+                let after = self.region(&[], |t, blk, _| {
+                    t.stmts(blk, body)?;
+                    t.yield_(blk, &[])
+                })?;
+                b.append_operation(self.build("scf.while", &[], &[], &[], vec![before, after])?);
+                Ok(())
+            }
+            StmtKind::Let { var, value } => {
+                let v = self.expr(b, value)?;
+                if let Some(slot) = self.var_def.get_mut(var.index()) {
+                    *slot = Some(value.clone());
+                }
+                self.bind_var(*var, v);
+                Ok(())
+            }
+            StmtKind::Alloc(buf) => self.alloc_stmt(b, *buf).map(drop),
+            StmtKind::Evaluate(e) => self.expr(b, e).map(drop),
+        }
+    }
+
+    fn for_loop(&mut self, b: &Block<'c>, f: &'f For) -> Result<()> {
+        let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        if !dtype.is_int() {
+            return Err(MlirError::unsupported(format!("loop variable `{}` of type {dtype}", self.var_name(f.var))));
+        }
+        let min = self.expr(b, &f.min)?;
+        let ext = self.expr(b, &f.extent)?;
+        if let (Target::Gpu, ForKind::Thread(tag)) = (self.target, f.kind) {
+            let pos = ThreadTag::ALL.iter().position(|t| *t == tag).unwrap_or(0);
+            let id = self.tids[pos].ok_or_else(|| MlirError::internal("thread id missing"))?;
+            let id = self.index_to(b, id, dtype)?;
+            let inside = self.cmpi(b, 2, id, ext)?;
+            let var = f.var;
+            let region = self.region(&[], |t, blk, _| {
+                let v = t.emit1(blk, "arith.addi", &[min, id], t.ty(dtype), &[])?;
+                t.bind_var(var, v);
+                t.stmts(blk, &f.body)?;
+                t.yield_(blk, &[])
+            })?;
+            b.append_operation(self.build("scf.if", &[inside], &[], &[], vec![region, Region::new()])?);
+            return Ok(());
+        }
+        // Trip count max(extent, 0) so that `scf.parallel` never sees a negative range.
+        let zero = self.cint(b, 0, dtype)?;
+        let ext = self.emit1(b, "arith.maxsi", &[ext, zero], self.ty(dtype), &[])?;
+        let lb = self.to_index(b, min)?;
+        let n = self.to_index(b, ext)?;
+        let it = self.index();
+        let ub = self.emit1(b, "arith.addi", &[lb, n], it, &[])?;
+        let step = self.cidx(b, 1)?;
+        let parallel = match (self.target, f.kind) {
+            (Target::Cpu { parallel: true }, ForKind::Parallel) => self.par_depth == 0,
+            (Target::Cpu { parallel: true }, ForKind::Thread(t)) => t.is_block() && self.par_depth == 0,
+            _ => false,
+        };
+        let hoist = match self.target {
+            Target::Cpu { .. } if !parallel => crate::hoist::invariant_loads(self.func, f),
+            _ => Vec::new(),
+        };
+        if hoist.is_empty() {
+            return self.loop_op(b, f, dtype, parallel, [lb, ub, step]);
+        }
+        // Invariant loads run once, when the loop runs at least once.
+        let runs = self.cmpi(b, 2, lb, ub)?;
+        let region = self.region(&[], |t, blk, _| {
+            let depth = t.hoisted.len();
+            for h in &hoist {
+                let v = t.expr(blk, &h.outside)?;
+                t.hoisted.push((h.key.clone(), v));
+            }
+            let r = t.loop_op(blk, f, dtype, parallel, [lb, ub, step]);
+            t.hoisted.truncate(depth);
+            r?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, Region::new()])?);
+        Ok(())
+    }
+
+    /// Emits `scf.for` or `scf.parallel` over `lb..ub` with the loop's body.
+    fn loop_op(&mut self, b: &Block<'c>, f: &'f For, dtype: DType, parallel: bool, [lb, ub, step]: [Val<'c>; 3]) -> Result<()> {
+        let it = self.index();
+        let var = f.var;
+        self.par_depth += parallel as usize;
+        let outer_entry = self.entry;
+        let region = self.region(&[it], |t, blk, iv| {
+            if parallel {
+                // Each parallel iteration gets its own hoisted allocations.
+                t.set_entry(blk);
+            }
+            let v = t.index_to(blk, iv[0], dtype)?;
+            t.bind_var(var, v);
+            if let Some(slot) = t.var_index.get_mut(var.index()) {
+                *slot = Some(iv[0]);
+            }
+            t.stmts(blk, &f.body)?;
+            if parallel {
+                t.emit(blk, "scf.reduce", &[], &[], &[]).map(drop)
+            } else {
+                t.yield_(blk, &[])
+            }
+        });
+        self.par_depth -= parallel as usize;
+        self.entry = outer_entry;
+        let region = region?;
+        let op = if parallel {
+            let seg = self.attr("array<i32: 1, 1, 1, 0>")?;
+            self.build("scf.parallel", &[lb, ub, step], &[], &[("operandSegmentSizes", seg)], vec![region])?
+        } else {
+            self.build("scf.for", &[lb, ub, step], &[], &[], vec![region])?
+        };
+        b.append_operation(op);
+        Ok(())
+    }
+
+    fn block(&mut self, b: &Block<'c>, blk: &'f IrBlock) -> Result<()> {
+        let mut reduce_zero: Option<Val<'c>> = None;
+        for it in &blk.iters {
+            let v = self.expr(b, &it.binding)?;
+            if let Some(slot) = self.var_def.get_mut(it.var.index()) {
+                *slot = Some(it.binding.clone());
+            }
+            if it.kind == IterKind::Reduce {
+                let d = self.func.expr_dtype(&it.binding);
+                let z = self.constant(b, 0.0, d)?;
+                let is0 = if d.is_int() { self.cmpi(b, 0, v, z)? } else { self.cmpf(b, 1, v, z)? };
+                reduce_zero = Some(match reduce_zero {
+                    None => is0,
+                    Some(acc) => self.emit1(b, "arith.andi", &[acc, is0], self.ty(DType::Bool), &[])?,
+                });
+            }
+            self.bind_var(it.var, v);
+        }
+        if let Some(init) = &blk.init {
+            match reduce_zero {
+                None => self.stmts(b, init)?,
+                Some(c) => {
+                    let region = self.region(&[], |t, ib, _| {
+                        t.stmts(ib, init)?;
+                        t.yield_(ib, &[])
+                    })?;
+                    b.append_operation(self.build("scf.if", &[c], &[], &[], vec![region, Region::new()])?);
+                }
+            }
+        }
+        self.stmts(b, &blk.body)
+    }
+
+    /// A `func.func`-like operation (`func.func` or `gpu.func`) with this body region.
+    pub(crate) fn function_op(
+        &self,
+        op: &str,
+        name: &str,
+        inputs: &[Type<'c>],
+        region: Region<'c>,
+        extra: &[(&str, Attribute<'c>)],
+    ) -> Result<Operation<'c>> {
+        let fty = FunctionType::new(self.ctx, inputs, &[]);
+        let mut attrs: Vec<(&str, Attribute<'c>)> = vec![
+            ("sym_name", StringAttribute::new(self.ctx, name).into()),
+            ("function_type", TypeAttribute::new(fty.into()).into()),
+        ];
+        attrs.extend_from_slice(extra);
+        self.build(op, &[], &[], &attrs, vec![region])
+    }
+}

@@ -1,0 +1,8 @@
+//! The MLIR backend's tests (one binary: every MLIR link is slow).
+
+mod mlir {
+    pub mod common;
+    mod bad_inputs;
+    mod cpu;
+    mod gpu;
+}

@@ -1,0 +1,185 @@
+//! CPU JIT against the interpreter and the testkit oracles: every workload, unscheduled and
+//! scheduled (default CPU and GPU schedules, hand-written GPU schedules; thread bindings run
+//! as `scf.parallel`/`scf.for`), on every shared and generated matrix (fp32 rtol 1e-5).
+
+use super::common::{gpu_scheduled, stage3};
+use sparsec_backend_mlir::{CpuKernel, CpuOptions};
+use sparsec_ir::Func;
+use sparsec_testkit as kit;
+
+/// Cases up to this many nonzeros are also run by the interpreter (larger ones only against
+/// the dense oracle, which the interpreter matches in `tests/corpus.rs`).
+const INTERP_NNZ: usize = 20_000;
+
+fn variants(name: &str) -> Vec<(&'static str, Func)> {
+    let plain = stage3(name);
+    let mut v = vec![("unscheduled", plain.clone())];
+    if let Some(f) = gpu_scheduled(name) {
+        v.push(("gpu schedule", f));
+    }
+    v.push(("auto cpu schedule", super::common::cpu_scheduled(name)));
+    v.push(("auto gpu schedule", super::common::gpu_auto(name)));
+    v
+}
+
+fn check(name: &str) {
+    let reference = stage3(name);
+    let mut kernels: Vec<(String, CpuKernel)> = Vec::new();
+    for (what, f) in variants(name) {
+        let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+        kernels.push((what.to_string(), k));
+        if what.contains("gpu") {
+            // The GPU kernels themselves, run over their grid on the CPU.
+            let opts = CpuOptions { emulate_gpu: true, ..CpuOptions::default() };
+            let k = CpuKernel::compile(&f, &opts).unwrap_or_else(|e| panic!("{name} ({what}, emulated): {e}"));
+            kernels.push((format!("{what}, GPU kernels emulated"), k));
+        }
+    }
+    kit::for_each_case(name, |mname, c| {
+        let nnz = c.args.arrays.values().map(|a| a.len()).max().unwrap_or(0);
+        let interp = (nnz <= INTERP_NNZ).then(|| {
+            sparsec_interp::run(&reference, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: interpreter: {e}"))
+        });
+        for (what, k) in &kernels {
+            let mut out = c.args.clone();
+            k.run(&mut out).unwrap_or_else(|e| panic!("{name} ({what}) on {mname}: {e}"));
+            for (param, want) in &c.expected {
+                let got = kit::output_f32(&out, param);
+                kit::assert_close(&format!("{name} ({what}) on {mname}: {param} vs oracle"), &got, want, 1e-5);
+                if let Some(i) = &interp {
+                    let want = kit::output_f32(i, param);
+                    kit::assert_close(&format!("{name} ({what}) on {mname}: {param} vs interpreter"), &got, &want, 1e-5);
+                }
+            }
+        }
+    });
+}
+
+macro_rules! cpu_tests {
+    ($($name:ident),* $(,)?) => {
+        $(#[test]
+        fn $name() {
+            check(stringify!($name));
+        })*
+    };
+}
+
+cpu_tests!(
+    csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
+    sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
+    rgcn_hetero_forward, sparse_softmax, csr2bsr,
+);
+
+#[test]
+fn square_sum_two_k() {
+    check("square_sum_two_K");
+}
+
+#[test]
+fn run_cpu_has_the_interpreter_contract() {
+    let f = stage3("csrmm");
+    kit::for_each_case("csrmm", |mname, c| {
+        if c.args.arrays.values().map(|a| a.len()).max().unwrap_or(0) > INTERP_NNZ {
+            return;
+        }
+        let want = sparsec_interp::run(&f, &c.args).unwrap();
+        let got = sparsec_backend_mlir::run_cpu(&f, &c.args).unwrap_or_else(|e| panic!("{mname}: {e}"));
+        assert_eq!(got.arrays.keys().collect::<Vec<_>>(), want.arrays.keys().collect::<Vec<_>>());
+        for (k, a) in &want.arrays {
+            let g = &got.arrays[k];
+            assert_eq!(g.dtype(), a.dtype(), "{k}");
+            kit::assert_close(&format!("{mname}: {k}"), &g.to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                &a.to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>(), 1e-5);
+        }
+        assert_eq!(got.scalars, want.scalars);
+    });
+}
+
+#[test]
+fn cpu_schedule_runs_on_threads() {
+    let f = super::common::cpu_scheduled("csrmm");
+    let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
+    assert!(k.is_threaded(), "the CPU schedule of csrmm must use scf.parallel");
+    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
+    assert!(text.contains("scf.parallel"), "{text}");
+    let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
+    assert!(!serial.is_threaded());
+    // Running it starts the async runtime's worker pool (one thread per core) in this process.
+    let (name, m) = kit::all_matrices().into_iter().max_by_key(|(_, m)| m.nnz()).unwrap();
+    let mut rng = kit::Rng::new(1);
+    let c = kit::workloads::case("csrmm", &m, &mut rng).unwrap();
+    let mut args = c.args.clone();
+    k.run(&mut args).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let workers = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|c| c.starts_with("llvm-worker"))
+                .count()
+        })
+        .unwrap_or(0);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(workers >= cores.min(2), "{workers} async runtime workers for {cores} cores");
+}
+
+/// Narrow floats, i64 scalars, atomics, `while`, `select`, casts and math, against the
+/// interpreter on a hand-written Stage-III function.
+#[test]
+fn dtypes_and_constructs_match_the_interpreter() {
+    let src = r#"
+func mix(a: handle, b: handle, c: handle, d: handle, n: i32, big: i64) stage III {
+  buffer A = match_buffer(a, [n], f16)
+  buffer B = match_buffer(b, [n], f32)
+  buffer C = match_buffer(c, [1], f32)
+  buffer D = match_buffer(d, [n], i64)
+  for i in parallel(n) {
+    block s(vi: spatial(n) = i) {
+      B[vi] = cast(f32, A[vi] * A[vi]) + sigmoid(cast(f32, vi)) + sqrt(cast(f32, vi)) + pow(2.0, cast(f32, vi % 3))
+      D[vi] = select(vi % 2 == 0, big + cast(i64, vi // 2), cast(i64, (0 - vi) % 3))
+      let old: f32 = atomic_add(C[0], tanh(cast(f32, vi)) + exp(0.0 - cast(f32, vi)) + log(1.0 + cast(f32, vi)))
+    }
+  }
+  for j in serial(1) {
+    block w(vj: spatial(1) = j) {
+      buffer K = alloc_buffer([1], i32, local)
+      K[0] = 0
+      while K[0] < n && cast(f32, K[0]) < max(B[0], 4.0) {
+        K[0] = K[0] + 1
+      }
+      D[0] = cast(i64, K[0]) + cast(i64, floor(2.7)) + cast(i64, ceil(0.2)) + cast(i64, abs(0 - 3))
+    }
+  }
+}
+"#;
+    let f = sparsec_ir::text::parse_func("mix", src).unwrap_or_else(|e| panic!("{e}"));
+    sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let n = 37;
+    let mut args = sparsec_ir::data::Args::new();
+    use sparsec_ir::data::Array;
+    args.array("a", Array::F16((0..n).map(|i| half_round(i as f32 * 0.37)).collect()))
+        .array("b", Array::F32(vec![0.0; n]))
+        .array("c", Array::F32(vec![0.0; 1]))
+        .array("d", Array::I64(vec![0; n]))
+        .int("n", n as i64)
+        .int("big", 1 << 40);
+    let want = sparsec_interp::run(&f, &args).unwrap();
+    sparsec_backend_mlir::emit_ptx(&f, "sm_80").unwrap();
+    for (parallel, emulate_gpu) in [(true, false), (false, false), (false, true)] {
+        let opts = CpuOptions { parallel, emulate_gpu, ..CpuOptions::default() };
+        let k = CpuKernel::compile(&f, &opts).unwrap();
+        let mut got = args.clone();
+        k.run(&mut got).unwrap();
+        for name in ["b", "c"] {
+            let g = got.arrays[name].to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>();
+            let w = want.arrays[name].to_f64_vec().iter().map(|&x| x as f32).collect::<Vec<_>>();
+            kit::assert_close(name, &g, &w, 1e-5);
+        }
+        assert_eq!(got.arrays["d"], want.arrays["d"]);
+        assert_eq!(got.arrays["a"], want.arrays["a"]);
+    }
+}
+
+fn half_round(x: f32) -> f32 {
+    // f16 has 10 mantissa bits; the values used here stay normal.
+    let scale = 2f32.powi(10 - x.abs().max(1e-3).log2().floor() as i32);
+    (x * scale).round() / scale
+}

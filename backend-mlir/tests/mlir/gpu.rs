@@ -1,0 +1,114 @@
+//! GPU modules: verified for every workload, golden MLIR and PTX for csrmm, sddmm, bsrmm.
+
+use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, gpu_auto, sddmm_gpu, snapshot, stage3};
+use sparsec_backend_mlir::{emit_mlir, emit_ptx, gpu_plan};
+use sparsec_testkit::workloads::WORKLOADS;
+
+#[test]
+fn every_workload_gives_a_verified_gpu_module() {
+    for name in WORKLOADS {
+        let f = stage3(name);
+        let text = emit_mlir(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains("gpu.launch_func"), "{name}");
+        let ptx = emit_ptx(&f, "sm_80").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(ptx.contains(".entry"), "{name}");
+    }
+    for f in [csrmm_gpu(), sddmm_gpu(), bsrmm_gpu(), ellmm_gpu()] {
+        emit_mlir(&f).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+    }
+}
+
+#[test]
+fn every_workload_with_the_default_gpu_schedule_gives_ptx() {
+    for name in WORKLOADS {
+        let f = gpu_auto(name);
+        let text = emit_mlir(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains("gpu.thread_id") || !text.contains("gpu.block_id"), "{name}");
+        let ptx = emit_ptx(&f, "sm_90").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(ptx.contains(".entry"), "{name}");
+    }
+}
+
+#[test]
+fn golden_mlir() {
+    snapshot("csrmm_gpu_mlir", &emit_mlir(&csrmm_gpu()).unwrap());
+    snapshot("sddmm_gpu_mlir", &emit_mlir(&sddmm_gpu()).unwrap());
+    snapshot("bsrmm_gpu_mlir", &emit_mlir(&bsrmm_gpu()).unwrap());
+}
+
+#[test]
+fn golden_ptx() {
+    for chip in ["sm_80", "sm_90"] {
+        for (name, f) in [("csrmm", csrmm_gpu()), ("sddmm", sddmm_gpu()), ("bsrmm", bsrmm_gpu())] {
+            let ptx = emit_ptx(&f, chip).unwrap_or_else(|e| panic!("{name} {chip}: {e}"));
+            assert!(ptx.contains(&format!(".target {chip}")), "{ptx}");
+            assert!(ptx.contains(".entry"), "{ptx}");
+            snapshot(&format!("{name}_{chip}_ptx"), &ptx);
+        }
+    }
+}
+
+#[test]
+fn launch_plan() {
+    let plan = gpu_plan(&csrmm_gpu()).unwrap();
+    assert_eq!(plan.launches.len(), 1);
+    snapshot("csrmm_gpu_plan", &plan.to_json());
+    // Unbound code runs on a 1 x 1 grid.
+    let plain = gpu_plan(&stage3("csrmm")).unwrap();
+    assert_eq!(plain.launches[0].grid, ["1".to_string(), "1".to_string(), "1".to_string()]);
+}
+
+#[test]
+fn function_level_allocations_go_to_the_host() {
+    let f = stage3("sparse_softmax");
+    let plan = gpu_plan(&f).unwrap();
+    assert_eq!(plan.allocs.len(), 2, "{plan:?}");
+    let text = emit_mlir(&f).unwrap();
+    assert!(text.contains("gpu.alloc") && text.contains("gpu.memset") && text.contains("gpu.dealloc"), "{text}");
+    emit_ptx(&f, "sm_80").unwrap();
+}
+
+#[test]
+fn gpu_emulation_runs_the_kernel_translation() {
+    use sparsec_backend_mlir::{emit_cpu_mlir, CpuOptions};
+    let opts = CpuOptions { emulate_gpu: true, ..CpuOptions::default() };
+    let text = emit_cpu_mlir(&csrmm_gpu(), &opts).unwrap();
+    // Grid loops (6 per kernel) with the thread guards inside, no parallel loop.
+    assert!(text.matches("scf.for").count() >= 6 + 3, "{text}");
+    assert!(text.contains("scf.if") && !text.contains("scf.parallel"), "{text}");
+}
+
+#[test]
+fn shared_memory_is_a_workgroup_attribution() {
+    let src = r#"
+func sh(a: handle, b: handle, n: i32) stage III {
+  buffer A = match_buffer(a, [n * 32], f32)
+  buffer B = match_buffer(b, [n * 32], f32)
+  for bx in blockIdx.x(n) {
+    buffer S = alloc_buffer([32], f32, shared)
+    for tx in threadIdx.x(32) {
+      block copy(vb: spatial(n) = bx, vt: spatial(32) = tx) {
+        S[vt] = A[vb * 32 + vt]
+        B[vb * 32 + vt] = S[31 - vt] * 2.0
+      }
+    }
+  }
+}
+"#;
+    let f = sparsec_ir::text::parse_func("sh", src).unwrap_or_else(|e| panic!("{e}"));
+    sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let text = emit_mlir(&f).unwrap();
+    assert!(text.contains("workgroup(") && text.contains("#gpu.address_space<workgroup>"), "{text}");
+    let ptx = emit_ptx(&f, "sm_80").unwrap();
+    assert!(ptx.contains(".shared"), "{ptx}");
+    // The CPU path runs it like any local buffer; GPU emulation refuses shared memory.
+    let mut args = sparsec_ir::data::Args::new();
+    args.array("a", sparsec_ir::data::Array::F32((0..64).map(|i| i as f32).collect()))
+        .array("b", sparsec_ir::data::Array::F32(vec![0.0; 64]))
+        .int("n", 2);
+    let got = sparsec_backend_mlir::run_cpu(&f, &args).unwrap();
+    assert_eq!(got.arrays["b"], sparsec_interp::run(&f, &args).unwrap().arrays["b"]);
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let e = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap_err();
+    assert!(matches!(e, sparsec_backend_mlir::MlirError::Unsupported(_)), "{e}");
+}

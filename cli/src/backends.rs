@@ -1,0 +1,106 @@
+//! The bridge from the CLI to the code generators and runners, each behind a cargo feature.
+
+use crate::Emit;
+use clap::ValueEnum;
+use sparsec::driver::{self, AutoSchedule, DriverError};
+use sparsec::ir::data::Args;
+use sparsec::ir::{Func, Stage};
+use sparsec_schedule::Trace;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Units per block of the default GPU schedule.
+const GPU_THREADS: i64 = 128;
+
+/// `--auto` values: the default schedules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Auto {
+    /// Parallel outer loops, vectorized inner spatial loops.
+    Cpu,
+    /// Outer loops over blockIdx.x × threadIdx.x (128 units per block).
+    Gpu,
+}
+
+impl Auto {
+    fn schedule(self) -> AutoSchedule {
+        match self {
+            Auto::Cpu => AutoSchedule::Cpu,
+            Auto::Gpu => AutoSchedule::Gpu { threads: GPU_THREADS },
+        }
+    }
+}
+
+/// Every stage of `f` under the default schedule `a`.
+pub fn auto_stages(f: &Func, a: Auto) -> Result<Vec<Func>> {
+    Ok(driver::lower_auto(f, a.schedule())?)
+}
+
+/// `f` at Stage III: scheduled by `trace`, else by the default `auto`, else plainly lowered.
+pub fn stage_iii(f: &Func, trace: Option<&Trace>, auto: Option<Auto>) -> Result<Func> {
+    let stages = match (trace, auto) {
+        (Some(t), _) => driver::lower_scheduled(f, t)?,
+        (None, Some(a)) => auto_stages(f, a)?,
+        (None, None) => driver::lower_all(f)?,
+    };
+    let last = stages.into_iter().last().filter(|g| g.stage == Stage::III);
+    Ok(last.ok_or_else(|| DriverError::CannotRaise { func: f.name.clone(), at: f.stage, want: Stage::III })?)
+}
+
+/// A feature this binary was built without.
+fn missing(feature: &str) -> Box<dyn std::error::Error> {
+    format!("this sparsec was built without the `{feature}` feature").into()
+}
+
+/// The text of `f` (Stage III) in the form `emit` names.
+pub fn emit(f: &Func, emit: Emit, chip: &str) -> Result<String> {
+    let _ = chip;
+    match emit {
+        Emit::Sptir => Ok(sparsec::ir::text::print_func(f)),
+        #[cfg(feature = "mlir")]
+        Emit::Mlir => Ok(sparsec_backend_mlir::emit_mlir(f)?),
+        #[cfg(feature = "mlir")]
+        Emit::Ptx => Ok(sparsec_backend_mlir::emit_ptx(f, chip)?),
+        #[cfg(not(feature = "mlir"))]
+        Emit::Mlir | Emit::Ptx => Err(missing("mlir")),
+        #[cfg(feature = "cubecl")]
+        Emit::Cubecl => Ok(sparsec_backend_cubecl::emit_cubecl(f)?),
+        #[cfg(feature = "cubecl")]
+        Emit::Wgsl => Ok(sparsec_backend_cubecl::emit_wgsl(f)?),
+        #[cfg(feature = "cubecl")]
+        Emit::Cuda => Ok(sparsec_backend_cubecl::emit_cuda(f)?),
+        #[cfg(not(feature = "cubecl"))]
+        Emit::Cubecl | Emit::Wgsl | Emit::Cuda => Err(missing("cubecl")),
+    }
+}
+
+/// `--backend` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// The reference interpreter.
+    Interp,
+    /// MLIR, lowered to LLVM and run in-process by the MLIR execution engine.
+    MlirCpu,
+    /// CubeCL on wgpu (Vulkan, Metal or DX12; Mesa's lavapipe without a GPU).
+    CubeclWgpu,
+    /// CubeCL on CUDA.
+    CubeclCuda,
+}
+
+/// Runs the Stage-III (or, for the interpreter, any-stage) function `f` on `args`.
+pub fn run(f: &Func, args: &Args, backend: Backend) -> Result<Args> {
+    match backend {
+        Backend::Interp => Ok(sparsec::interp::run(f, args)?),
+        #[cfg(feature = "mlir")]
+        Backend::MlirCpu => Ok(sparsec_backend_mlir::run_cpu(f, args)?),
+        #[cfg(not(feature = "mlir"))]
+        Backend::MlirCpu => Err(missing("mlir")),
+        #[cfg(feature = "cubecl")]
+        Backend::CubeclWgpu => Ok(sparsec_backend_cubecl::run_wgpu(f, args)?),
+        #[cfg(not(feature = "cubecl"))]
+        Backend::CubeclWgpu => Err(missing("cubecl")),
+        #[cfg(feature = "cuda")]
+        Backend::CubeclCuda => Ok(sparsec_backend_cubecl::run_cuda(f, args)?),
+        #[cfg(not(feature = "cuda"))]
+        Backend::CubeclCuda => Err(missing("cuda")),
+    }
+}

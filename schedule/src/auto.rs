@@ -1,0 +1,161 @@
+//! Default schedules: what a backend runs when the user gave no schedule of their own.
+//!
+//! Both work nest by nest on the outermost loops of a Stage II/III function. A nest's
+//! outermost loop is *independent* when each first block under it binds the loop variable
+//! only to spatial iterators and at least one of them, so iterations write disjoint
+//! places (the block iterator kinds are trusted, as in TensorIR). Other nests stay serial.
+//!
+//! * [`cpu`]: independent outermost loops become `parallel`, and an innermost loop that
+//!   drives only spatial iterators becomes `vectorized`.
+//! * [`gpu`]: independent outermost loops are split by the thread count and bound to
+//!   `blockIdx.x` × `threadIdx.x`.
+//!
+//! Every step goes through the ordinary primitives, so the trace replays the result.
+
+use crate::error::ScheduleError;
+use crate::schedule::{BlockRv, Schedule};
+use crate::tree;
+use sparsec_ir::func::{Block, Func, Stmt, StmtKind, VarId, walk_stmts};
+use sparsec_ir::{IterKind, Stage, ThreadTag};
+
+type Result<T> = std::result::Result<T, ScheduleError>;
+
+/// Applies the CPU default to a Stage II/III schedule.
+pub fn cpu(sch: &mut Schedule) -> Result<()> {
+    sch.need_loop_stage("auto::cpu")?;
+    for nest in nests(sch.func()) {
+        if nest.independent {
+            let block = sch.get_block(&nest.block)?;
+            let outer = sch.get_loops(block)?[0];
+            sch.parallel(outer)?;
+        }
+    }
+    for (block, var) in vector_candidates(sch.func()) {
+        let b = sch.get_block(&block)?;
+        let loops = sch.get_loops(b)?;
+        if let Some(&last) = loops.last() {
+            if sch.loop_var(last)? == var {
+                // Loops that other rules refuse stay serial.
+                let _ = sch.vectorize(last);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies the GPU default to a Stage II/III schedule: `threads` units per block.
+pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
+    sch.need_loop_stage("auto::gpu")?;
+    if threads < 1 {
+        return Err(ScheduleError::NonPositiveFactor { factor: threads });
+    }
+    for nest in nests(sch.func()) {
+        if nest.independent {
+            let block: BlockRv = sch.get_block(&nest.block)?;
+            let outer = sch.get_loops(block)?[0];
+            let parts = sch.split(outer, &[None, Some(threads)])?;
+            sch.bind(parts[0], ThreadTag::BlockIdxX)?;
+            sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
+        }
+    }
+    Ok(())
+}
+
+/// `func` (any stage) with the CPU default, lowered to Stage III.
+pub fn cpu_schedule(func: &Func) -> Result<Func> {
+    scheduled(func, cpu)
+}
+
+/// `func` (any stage) with the GPU default of `threads` units per block, lowered to Stage III.
+pub fn gpu_schedule(func: &Func, threads: i64) -> Result<Func> {
+    scheduled(func, |s| gpu(s, threads))
+}
+
+/// Lowers `func` to Stage II, applies `apply`, lowers to Stage III.
+fn scheduled(func: &Func, apply: impl FnOnce(&mut Schedule) -> Result<()>) -> Result<Func> {
+    let mut sch = Schedule::new(func.clone())?;
+    if sch.func().stage == Stage::I {
+        sch.lower_sparse_iter()?;
+    }
+    apply(&mut sch)?;
+    if sch.func().stage == Stage::II {
+        sch.lower_sparse_buffer()?;
+    }
+    Ok(sch.into_func())
+}
+
+/// An outermost loop: the first block found under it, and whether its iterations are independent.
+struct Nest {
+    block: String,
+    independent: bool,
+}
+
+/// The serial outermost loops of `f` (not under any loop or block) that contain a block.
+fn nests(f: &Func) -> Vec<Nest> {
+    let mut out = Vec::new();
+    let outer = tree::find_all(&f.body, &|s| matches!(s.kind, StmtKind::For(_)));
+    for path in outer {
+        let Some(stmt) = tree::get(&f.body, &path) else { continue };
+        let StmtKind::For(l) = &stmt.kind else { continue };
+        let enclosed = tree::ancestors(&f.body, &path)
+            .iter()
+            .any(|s| matches!(s.kind, StmtKind::For(_) | StmtKind::Block(_)));
+        if enclosed || l.kind != sparsec_ir::ForKind::Serial {
+            continue;
+        }
+        let firsts = first_blocks(&l.body);
+        let Some(first) = firsts.first() else { continue };
+        let independent = firsts.iter().all(|b| drives_only_spatial(b, l.var));
+        out.push(Nest { block: first.name.clone(), independent });
+    }
+    out
+}
+
+/// Whether `v` feeds some spatial iterator of `b` and no reduction iterator.
+fn drives_only_spatial(b: &Block, v: VarId) -> bool {
+    let uses: Vec<IterKind> = b.iters.iter().filter(|it| it.binding.uses_var(v)).map(|it| it.kind).collect();
+    !uses.is_empty() && uses.iter().all(|k| *k == IterKind::Spatial)
+}
+
+/// The blocks in `body` with no block between them and `body`.
+fn first_blocks(body: &[Stmt]) -> Vec<&Block> {
+    fn rec<'a>(stmts: &'a [Stmt], out: &mut Vec<&'a Block>) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Block(b) => out.push(b),
+                k => {
+                    for child in k.child_lists() {
+                        rec(child, out);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    rec(body, &mut out);
+    out
+}
+
+/// (block, loop variable) for every serial loop whose whole body is one block that the
+/// loop drives only through spatial iterators.
+fn vector_candidates(f: &Func) -> Vec<(String, VarId)> {
+    let mut out = Vec::new();
+    walk_stmts(&f.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            if let [Stmt { kind: StmtKind::Block(b), .. }] = l.body.as_slice() {
+                let no_loops = !contains_loop(&b.body) && b.init.as_deref().is_none_or(|i| !contains_loop(i));
+                if l.kind == sparsec_ir::ForKind::Serial && no_loops && drives_only_spatial(b, l.var) {
+                    out.push((b.name.clone(), l.var));
+                }
+            }
+        }
+    });
+    out
+}
+
+/// Whether `body` holds a loop at any depth.
+fn contains_loop(body: &[Stmt]) -> bool {
+    let mut found = false;
+    walk_stmts(body, &mut |s| found |= matches!(s.kind, StmtKind::For(_)));
+    found
+}

@@ -1,0 +1,108 @@
+//! The default CPU and GPU schedules (`sparsec_schedule::auto`) on every corpus workload:
+//! they apply, replay from their trace, and the scheduled Stage-III program gives the oracle's
+//! numbers in the interpreter on the shared matrices up to 100k nonzeros and the generated ones
+//! (fp32 rtol 1e-5).
+
+use sparsec_testkit as common;
+
+use common::workloads::WORKLOADS;
+use sparsec::ir::{ForKind, Func, Stage, StmtKind, ThreadTag};
+use sparsec_schedule::auto;
+
+/// The loop kinds of `f`, in pre-order.
+fn loop_kinds(f: &Func) -> Vec<ForKind> {
+    let mut out = Vec::new();
+    sparsec::ir::func::walk_stmts(&f.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            out.push(l.kind);
+        }
+    });
+    out
+}
+
+fn check(name: &str) {
+    let func = common::workload(name);
+    let cpu = auto::cpu_schedule(&func).unwrap_or_else(|e| panic!("{name}, cpu: {e}"));
+    let gpu = auto::gpu_schedule(&func, 32).unwrap_or_else(|e| panic!("{name}, gpu: {e}"));
+    assert_eq!((cpu.stage, gpu.stage), (Stage::III, Stage::III));
+    // The largest shared matrix is left to the lowering tests: the interpreter is slow.
+    common::for_each_case_upto(name, 100_000, |mname, c| {
+        for (what, f) in [("cpu", &cpu), ("gpu", &gpu)] {
+            let out = sparsec::interp::run(f, &c.args).unwrap_or_else(|e| panic!("{name} ({what}) on {mname}: {e}"));
+            for (param, want) in &c.expected {
+                let got = common::output_f32(&out, param);
+                common::assert_close(&format!("{name} ({what}) on {mname}: {param}"), &got, want, 1e-5);
+            }
+        }
+    });
+}
+
+macro_rules! auto_tests {
+    ($($name:ident),* $(,)?) => {
+        $(#[test]
+        fn $name() {
+            check(stringify!($name));
+        })*
+    };
+}
+
+auto_tests!(
+    csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
+    sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
+    rgcn_hetero_forward, sparse_softmax, csr2bsr,
+);
+
+#[test]
+fn square_sum_two_k() {
+    check("square_sum_two_K");
+}
+
+#[test]
+fn every_workload_gets_parallel_loops() {
+    // Each corpus program has at least one independent outer loop.
+    for name in WORKLOADS {
+        let func = common::workload(name);
+        let cpu = auto::cpu_schedule(&func).unwrap();
+        let gpu = auto::gpu_schedule(&func, 64).unwrap();
+        assert!(loop_kinds(&cpu).contains(&ForKind::Parallel), "{name}: no parallel loop");
+        let g = loop_kinds(&gpu);
+        assert!(g.contains(&ForKind::Thread(ThreadTag::BlockIdxX)), "{name}: no blockIdx.x");
+        assert!(g.contains(&ForKind::Thread(ThreadTag::ThreadIdxX)), "{name}: no threadIdx.x");
+    }
+}
+
+#[test]
+fn golden_csrmm_schedules() {
+    let func = common::workload("csrmm");
+    let cpu = auto::cpu_schedule(&func).unwrap();
+    let gpu = auto::gpu_schedule(&func, 32).unwrap();
+    insta::assert_snapshot!("auto_cpu_csrmm", sparsec::ir::text::print_func(&cpu));
+    insta::assert_snapshot!("auto_gpu_csrmm", sparsec::ir::text::print_func(&gpu));
+}
+
+#[test]
+fn reduction_outer_loops_stay_serial() {
+    // The row loop of a reduction over rows drives a reduce iterator: it must not be bound.
+    let text = "func total(a: handle, out: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) {
+  axis I = dense_fixed(m)
+  axis J = sparse_variable(I, n, nnz, indptr, indices)
+  buffer A = match_sparse_buffer(a, [I, J], f32)
+  buffer O = match_buffer(out, [1], f32)
+  sp_iter total([I, J], \"RR\") as [i, j] {
+    init { O[0] = 0.0 }
+    O[0] = O[0] + A[i, j]
+  }
+}";
+    let func = sparsec::ir::text::parse_func("total", text).unwrap();
+    let gpu = auto::gpu_schedule(&func, 32).unwrap();
+    let kinds = loop_kinds(&gpu);
+    assert!(!kinds.iter().any(|k| matches!(k, ForKind::Thread(_))), "{kinds:?}");
+    let cpu = auto::cpu_schedule(&func).unwrap();
+    assert!(!loop_kinds(&cpu).contains(&ForKind::Parallel));
+}
+
+#[test]
+fn zero_threads_is_an_error() {
+    let func = common::workload("csrmm");
+    assert!(auto::gpu_schedule(&func, 0).is_err());
+}
