@@ -134,6 +134,7 @@ pub fn train(o: &Options, mut report: impl FnMut(usize, &Epoch)) -> Result<Vec<E
     let path = sparsec_formats::data_dir().join("cora.mtx");
     let a: Csr<i64, f64> = sparsec_formats::mtx::read_mtx_path(&path)?;
     let device = Device::wgpu(DeviceKind::default()).autodiff();
+    device.seed(7);
     let (n, indptr, indices, values) = normalized_adjacency(&a);
     let (x, labels) = synthetic(n, &indptr, &indices, o);
     let adj = SparseCsr::from_parts(n, n, indptr, indices, values, &device)?;

@@ -15,6 +15,8 @@
 //! The kernels run on CubeCL devices (`Device::wgpu(..)`, CUDA, ...), without Burn's `fusion`
 //! feature; other devices get [`SparseError::NotCube`].
 
+#![warn(missing_docs)]
+
 mod backend;
 mod bsr;
 mod csr;
