@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod device;
 mod emit;
 mod expand;
 mod lower;
@@ -23,6 +24,7 @@ mod plan;
 mod runtime;
 mod validate;
 
+pub use device::DeviceArg;
 pub use emit::EmitError;
 pub use lower::LowerError;
 pub use plan::{PlanError, DEFAULT_CUBE_DIM};

@@ -417,9 +417,9 @@ fn sized_allocs(program: &ProgramPlan, k: &KernelPlan) -> Vec<sparsec_ir::Buffer
     out
 }
 
-struct ScalarValues {
-    ints: HashMap<VarId, i64>,
-    args: indexmap::IndexMap<String, Scalar>,
+pub(crate) struct ScalarValues {
+    pub(crate) ints: HashMap<VarId, i64>,
+    pub(crate) args: indexmap::IndexMap<String, Scalar>,
 }
 
 struct Prepared {
@@ -517,7 +517,7 @@ impl CompiledKernel {
         })
     }
 
-    fn launch(
+    pub(crate) fn launch(
         &self,
         client: &Client,
         handles: &HashMap<ArgSource, (Handle, usize)>,

@@ -1,0 +1,563 @@
+//! The backend extension: sparse operations on tensor primitives, implemented for the CubeCL
+//! backend by launching sparsec kernels on Burn's device buffers, and for `Autodiff<Cube>` with
+//! hand-written backward passes.
+//!
+//! Callers (the public functions of this crate) validate shapes, dtypes and devices and build
+//! the kernels before calling in, so the implementations below only see well-formed input.
+
+use crate::kernels::Kernel;
+use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::ops::{ActivationOps, FloatTensorOps};
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::wgpu::{CubeBackend, CubeTensor};
+use burn::backend::{backend_extension, Autodiff, Backend, DType, Shape, TensorMetadata};
+use burn_cubecl::kernel::{cast, into_contiguous};
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use sparsec_backend_cubecl::DeviceArg;
+
+/// The sparse operations sparsec provides to Burn, on tensor primitives.
+///
+/// `indptr`/`indices` describe a CSR pattern of `rows × cols`; `t_indptr`, `t_indices` and
+/// `t_perm` describe its transpose (`t_perm[q]` is the position in the original of the
+/// transpose's `q`-th entry). The transpose is only read by backward passes.
+#[backend_extension(Cube, Autodiff)]
+pub trait SparseBackend: Backend {
+    /// CSR SpMM: `C[rows, f] = A · rhs` with `A`'s entries in `values` and `rhs` of `[cols, f]`.
+    #[allow(clippy::too_many_arguments)]
+    fn csr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self>;
+
+    /// `relu(A · rhs + bias)` with `bias` of `[f]`, in one program.
+    #[allow(clippy::too_many_arguments)]
+    fn csr_spmm_bias_relu(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self>;
+
+    /// SDDMM: the values `Σ_k lhs[i, k] · rhs[j, k]` at every entry `(i, j)` of the pattern,
+    /// with `lhs` of `[rows, f]` and `rhs` of `[cols, f]`.
+    #[allow(clippy::too_many_arguments)]
+    fn csr_sddmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        lhs: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self>;
+
+    /// BSR SpMM: `C[nb·blk, f] = A · rhs` with `A` of `nb × mb` blocks of `blk × blk`
+    /// (`values` of `nnzb·blk²`, row-major blocks) and `rhs` of `[mb·blk, f]`; `block_rows`
+    /// holds the block row of every stored block (for the backward pass).
+    #[allow(clippy::too_many_arguments)]
+    fn bsr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        block_rows: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        nb: usize,
+        mb: usize,
+        blk: usize,
+    ) -> FloatTensor<Self>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CubeCL: launch the compiled programs on the tensors' buffers.
+
+/// A contiguous buffer of `dtype` (cast if needed) as a kernel argument.
+fn buffer(t: CubeTensor, dtype: DType) -> (CubeTensor, DeviceArg) {
+    let t = into_contiguous(cast(t, dtype));
+    let len = t.meta.shape().num_elements();
+    let arg = DeviceArg::buffer(t.handle.clone(), len);
+    (t, arg)
+}
+
+fn scalar(v: usize) -> DeviceArg {
+    // Sizes were checked to fit i32 when the sparse tensor was built.
+    DeviceArg::scalar(v as i64)
+}
+
+/// A fresh contiguous f32 output of `shape` on `like`'s device.
+fn output(like: &CubeTensor, shape: Shape) -> (CubeTensor, DeviceArg) {
+    let t = empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, DType::F32);
+    let len = t.meta.shape().num_elements();
+    let arg = DeviceArg::buffer(t.handle.clone(), len);
+    (t, arg)
+}
+
+/// Launches `kernel` with `args` in parameter order. The caller built the kernel beforehand
+/// (the public operations do), so a failure here is a bug in this crate.
+fn launch(kernel: Kernel, like: &CubeTensor, args: Vec<DeviceArg>) {
+    let prog = match kernel.compiled() {
+        Ok(p) => p,
+        Err(e) => panic!("burn-sparsec: kernel used before it was built: {e}"),
+    };
+    if let Err(e) = prog.launch_on(&like.client, args) {
+        panic!("burn-sparsec: {} launch refused: {e}", kernel.name());
+    }
+}
+
+impl SparseBackend for CubeBackend {
+    fn csr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let feat = rhs.shape()[1];
+        let nnz = indices.shape().num_elements();
+        let (a_t, a) = buffer(values, DType::F32);
+        let (_b_t, b) = buffer(rhs, DType::F32);
+        let (c_t, c) = output(&a_t, Shape::new([rows, feat]));
+        let (_p, p) = buffer(indptr, DType::I32);
+        let (_i, i) = buffer(indices, DType::I32);
+        launch(
+            Kernel::Csrmm,
+            &a_t,
+            vec![a, b, c, p, i, scalar(rows), scalar(cols), scalar(feat), scalar(nnz)],
+        );
+        c_t
+    }
+
+    fn csr_spmm_bias_relu(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let feat = rhs.shape()[1];
+        let nnz = indices.shape().num_elements();
+        let (a_t, a) = buffer(values, DType::F32);
+        let (_b_t, b) = buffer(rhs, DType::F32);
+        let (_bias_t, bias) = buffer(bias, DType::F32);
+        let (c_t, c) = output(&a_t, Shape::new([rows, feat]));
+        let (_p, p) = buffer(indptr, DType::I32);
+        let (_i, i) = buffer(indices, DType::I32);
+        launch(
+            Kernel::CsrmmBiasRelu,
+            &a_t,
+            vec![a, b, bias, c, p, i, scalar(rows), scalar(cols), scalar(feat), scalar(nnz)],
+        );
+        c_t
+    }
+
+    fn csr_sddmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        lhs: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let feat = lhs.shape()[1];
+        let nnz = indices.shape().num_elements();
+        let (a_t, a) = buffer(lhs, DType::F32);
+        let (_b_t, b) = buffer(rhs, DType::F32);
+        let (c_t, c) = output(&a_t, Shape::new([nnz]));
+        let (_p, p) = buffer(indptr, DType::I32);
+        let (_i, i) = buffer(indices, DType::I32);
+        launch(
+            Kernel::Sddmm,
+            &a_t,
+            vec![a, b, c, p, i, scalar(rows), scalar(cols), scalar(feat), scalar(nnz)],
+        );
+        c_t
+    }
+
+    fn bsr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _block_rows: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        nb: usize,
+        mb: usize,
+        blk: usize,
+    ) -> FloatTensor<Self> {
+        let feat = rhs.shape()[1];
+        let nnzb = indices.shape().num_elements();
+        let (a_t, a) = buffer(values, DType::F32);
+        let (_b_t, b) = buffer(rhs, DType::F32);
+        let (c_t, c) = output(&a_t, Shape::new([nb * blk, feat]));
+        let (_p, p) = buffer(indptr, DType::I32);
+        let (_i, i) = buffer(indices, DType::I32);
+        launch(
+            Kernel::Bsrmm,
+            &a_t,
+            vec![a, b, c, p, i, scalar(nb), scalar(mb), scalar(nnzb), scalar(blk), scalar(feat)],
+        );
+        c_t
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autodiff: forward on the inner backend, backward through the same kernels.
+
+type Inner = CubeBackend;
+
+/// The CSR pattern and its transpose, kept for the backward pass.
+#[derive(Clone, Debug)]
+struct Pattern {
+    indptr: IntTensor<Inner>,
+    indices: IntTensor<Inner>,
+    t_indptr: IntTensor<Inner>,
+    t_indices: IntTensor<Inner>,
+    t_perm: IntTensor<Inner>,
+    rows: usize,
+    cols: usize,
+}
+
+impl Pattern {
+    /// `A · rhs` for `A` with this pattern.
+    fn spmm(&self, values: FloatTensor<Inner>, rhs: FloatTensor<Inner>) -> FloatTensor<Inner> {
+        Inner::csr_spmm(
+            self.indptr.clone(),
+            self.indices.clone(),
+            self.t_indptr.clone(),
+            self.t_indices.clone(),
+            self.t_perm.clone(),
+            values,
+            rhs,
+            self.rows,
+            self.cols,
+        )
+    }
+
+    /// `Aᵀ · rhs`: the transpose's values are `values[t_perm]`.
+    fn spmm_t(&self, values: FloatTensor<Inner>, rhs: FloatTensor<Inner>) -> FloatTensor<Inner> {
+        let tv = Inner::float_select(values, 0, self.t_perm.clone());
+        Inner::csr_spmm(
+            self.t_indptr.clone(),
+            self.t_indices.clone(),
+            self.indptr.clone(),
+            self.indices.clone(),
+            self.t_perm.clone(),
+            tv,
+            rhs,
+            self.cols,
+            self.rows,
+        )
+    }
+
+    /// SDDMM on this pattern.
+    fn sddmm(&self, lhs: FloatTensor<Inner>, rhs: FloatTensor<Inner>) -> FloatTensor<Inner> {
+        Inner::csr_sddmm(
+            self.indptr.clone(),
+            self.indices.clone(),
+            self.t_indptr.clone(),
+            self.t_indices.clone(),
+            self.t_perm.clone(),
+            lhs,
+            rhs,
+            self.rows,
+            self.cols,
+        )
+    }
+}
+
+/// Backward of `C = A · B`: `dA = SDDMM(dC, B)` on A's pattern, `dB = Aᵀ · dC`.
+#[derive(Debug)]
+struct SpmmBackward;
+
+impl Backward<Inner, 2> for SpmmBackward {
+    type State = (Pattern, FloatTensor<Inner>, FloatTensor<Inner>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _c: &mut Checkpointer) {
+        let [node_v, node_b] = ops.parents;
+        let grad = grads.consume::<Inner>(&ops.node);
+        let (pattern, values, rhs) = ops.state;
+        if let Some(node) = node_v {
+            grads.register::<Inner>(node.id, pattern.sddmm(grad.clone(), rhs));
+        }
+        if let Some(node) = node_b {
+            grads.register::<Inner>(node.id, pattern.spmm_t(values, grad));
+        }
+    }
+}
+
+/// Backward of `Y = relu(A · B + bias)`: the ReLU mask from `Y`, then as [`SpmmBackward`];
+/// `dbias` sums the masked gradient over rows.
+#[derive(Debug)]
+struct SpmmBiasReluBackward;
+
+impl Backward<Inner, 3> for SpmmBiasReluBackward {
+    type State = (Pattern, FloatTensor<Inner>, FloatTensor<Inner>, FloatTensor<Inner>);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _c: &mut Checkpointer) {
+        let [node_v, node_b, node_bias] = ops.parents;
+        let grad = grads.consume::<Inner>(&ops.node);
+        let (pattern, values, rhs, out) = ops.state;
+        let grad = Inner::relu_backward(out, grad);
+        if let Some(node) = node_v {
+            grads.register::<Inner>(node.id, pattern.sddmm(grad.clone(), rhs));
+        }
+        if let Some(node) = node_b {
+            grads.register::<Inner>(node.id, pattern.spmm_t(values, grad.clone()));
+        }
+        if let Some(node) = node_bias {
+            let feat = grad.shape()[1];
+            let summed = Inner::float_sum_dim(grad, 0);
+            grads.register::<Inner>(node.id, Inner::float_reshape(summed, Shape::new([feat])));
+        }
+    }
+}
+
+/// Backward of the SDDMM `C = (L · Rᵀ) ∘ pattern`: `dL = dC · R`, `dR = dCᵀ · L`.
+#[derive(Debug)]
+struct SddmmBackward;
+
+impl Backward<Inner, 2> for SddmmBackward {
+    type State = (Pattern, FloatTensor<Inner>, FloatTensor<Inner>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _c: &mut Checkpointer) {
+        let [node_l, node_r] = ops.parents;
+        let grad = grads.consume::<Inner>(&ops.node);
+        let (pattern, lhs, rhs) = ops.state;
+        if let Some(node) = node_l {
+            grads.register::<Inner>(node.id, pattern.spmm(grad.clone(), rhs));
+        }
+        if let Some(node) = node_r {
+            grads.register::<Inner>(node.id, pattern.spmm_t(grad, lhs));
+        }
+    }
+}
+
+/// Backward of BSR SpMM. `dB = Aᵀ · dC` through the transposed block pattern (blocks gathered
+/// by `t_perm` and transposed); `dA` block `(I, J)` is `dC[I-rows] · B[J-rows]ᵀ`, a batched
+/// matmul over the stored blocks.
+#[derive(Debug)]
+struct BsrBackward;
+
+/// Block pattern state: the pattern and its transpose plus the row/column block of every
+/// stored block, and the sizes.
+#[derive(Clone, Debug)]
+struct BsrState {
+    pattern: Pattern,
+    block_rows: IntTensor<Inner>,
+    blk: usize,
+}
+
+impl Backward<Inner, 2> for BsrBackward {
+    type State = (BsrState, FloatTensor<Inner>, FloatTensor<Inner>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _c: &mut Checkpointer) {
+        let [node_v, node_b] = ops.parents;
+        let grad = grads.consume::<Inner>(&ops.node);
+        let (st, values, rhs) = ops.state;
+        let p = &st.pattern;
+        let (nb, mb, blk) = (p.rows, p.cols, st.blk);
+        let nnzb = p.indices.shape().num_elements();
+        let feat = grad.shape()[1];
+        if let Some(node) = node_v {
+            // [nnzb, blk, f] slices of dC and B, then dC_sel · B_selᵀ.
+            let dc = Inner::float_reshape(grad.clone(), Shape::new([nb, blk * feat]));
+            let dc = Inner::float_select(dc, 0, st.block_rows.clone());
+            let dc = Inner::float_reshape(dc, Shape::new([nnzb, blk, feat]));
+            let b = Inner::float_reshape(rhs, Shape::new([mb, blk * feat]));
+            let b = Inner::float_select(b, 0, p.indices.clone());
+            let b = Inner::float_reshape(b, Shape::new([nnzb, blk, feat]));
+            let da = Inner::float_matmul(dc, Inner::float_swap_dims(b, 1, 2));
+            grads.register::<Inner>(node.id, Inner::float_reshape(da, Shape::new([nnzb * blk * blk])));
+        }
+        if let Some(node) = node_b {
+            let v = Inner::float_reshape(values, Shape::new([nnzb, blk, blk]));
+            let v = Inner::float_select(v, 0, p.t_perm.clone());
+            let v = Inner::float_swap_dims(v, 1, 2);
+            let v = Inner::float_reshape(v, Shape::new([nnzb * blk * blk]));
+            let db = Inner::bsr_spmm(
+                p.t_indptr.clone(),
+                p.t_indices.clone(),
+                st.block_rows.clone(),
+                p.indptr.clone(),
+                p.indices.clone(),
+                p.t_perm.clone(),
+                v,
+                grad,
+                mb,
+                nb,
+                blk,
+            );
+            grads.register::<Inner>(node.id, db);
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> SparseBackend for Autodiff<Inner, C> {
+    fn csr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
+        match SpmmBackward.prepare::<C>([values.node(), rhs.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (v, b) = (values.primitive().clone(), rhs.primitive().clone());
+                let out = pattern.spmm(v.clone(), b.clone());
+                prep.finish((pattern, v, b), out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(pattern.spmm(values.into_primitive(), rhs.into_primitive()))
+            }
+        }
+    }
+
+    fn csr_spmm_bias_relu(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
+        let fused = |p: &Pattern, v, b, bias| {
+            Inner::csr_spmm_bias_relu(
+                p.indptr.clone(),
+                p.indices.clone(),
+                p.t_indptr.clone(),
+                p.t_indices.clone(),
+                p.t_perm.clone(),
+                v,
+                b,
+                bias,
+                p.rows,
+                p.cols,
+            )
+        };
+        match SpmmBiasReluBackward
+            .prepare::<C>([values.node(), rhs.node(), bias.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (v, b) = (values.primitive().clone(), rhs.primitive().clone());
+                let out = fused(&pattern, v.clone(), b.clone(), bias.into_primitive());
+                prep.finish((pattern, v, b, out.clone()), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(fused(
+                &pattern,
+                values.into_primitive(),
+                rhs.into_primitive(),
+                bias.into_primitive(),
+            )),
+        }
+    }
+
+    fn csr_sddmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        lhs: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
+        match SddmmBackward.prepare::<C>([lhs.node(), rhs.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (l, r) = (lhs.primitive().clone(), rhs.primitive().clone());
+                let out = pattern.sddmm(l.clone(), r.clone());
+                prep.finish((pattern, l, r), out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(pattern.sddmm(lhs.into_primitive(), rhs.into_primitive()))
+            }
+        }
+    }
+
+    fn bsr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        block_rows: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        nb: usize,
+        mb: usize,
+        blk: usize,
+    ) -> FloatTensor<Self> {
+        let forward = |p: &Pattern, block_rows: &IntTensor<Inner>, v, b| {
+            Inner::bsr_spmm(
+                p.indptr.clone(),
+                p.indices.clone(),
+                block_rows.clone(),
+                p.t_indptr.clone(),
+                p.t_indices.clone(),
+                p.t_perm.clone(),
+                v,
+                b,
+                nb,
+                mb,
+                blk,
+            )
+        };
+        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows: nb, cols: mb };
+        match BsrBackward.prepare::<C>([values.node(), rhs.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (v, b) = (values.primitive().clone(), rhs.primitive().clone());
+                let out = forward(&pattern, &block_rows, v.clone(), b.clone());
+                prep.finish((BsrState { pattern, block_rows, blk }, v, b), out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(forward(&pattern, &block_rows, values.into_primitive(), rhs.into_primitive()))
+            }
+        }
+    }
+}

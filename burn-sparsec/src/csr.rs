@@ -1,0 +1,413 @@
+//! [`SparseCsr`]: a CSR matrix on a Burn device, and the operations on it.
+
+use crate::backend::SparseBackend;
+use crate::error::{Result, SparseError};
+use crate::kernels::Kernel;
+use burn::backend::Dispatch;
+use burn::tensor::{DType, Device, IndexingUpdateOp, Int, Tensor, TensorData};
+use sparsec_formats::validate::{check_compressed, ValidateOptions};
+use sparsec_formats::{Csr, Index, Value};
+use std::sync::{Arc, OnceLock};
+
+/// The transposed pattern (a CSC of the matrix read as a CSR of `Aᵀ`), built on first need.
+#[derive(Clone, Debug)]
+pub(crate) struct Transposed {
+    pub(crate) indptr: Tensor<1, Int>,
+    pub(crate) indices: Tensor<1, Int>,
+    /// `perm[q]`: the position in the original of the transpose's `q`-th entry.
+    pub(crate) perm: Tensor<1, Int>,
+}
+
+/// A CSR structure on a device, shared by every matrix with that pattern.
+#[derive(Debug)]
+pub(crate) struct Pattern {
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) host_indptr: Vec<i32>,
+    pub(crate) host_indices: Vec<i32>,
+    pub(crate) indptr: Tensor<1, Int>,
+    pub(crate) indices: Tensor<1, Int>,
+    pub(crate) device: Device,
+    transposed: OnceLock<Transposed>,
+    flat: OnceLock<Tensor<1, Int>>,
+}
+
+/// `value` as an `i32`, or [`SparseError::TooLarge`].
+pub(crate) fn fit(what: &'static str, value: usize) -> Result<i32> {
+    i32::try_from(value).map_err(|_| SparseError::TooLarge { what, value })
+}
+
+/// An `i32` index tensor on `device`.
+pub(crate) fn int_tensor(v: Vec<i32>, device: &Device) -> Tensor<1, Int> {
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), (device, DType::I32))
+}
+
+/// Host CSR → CSR of the transpose: `(indptr, indices, perm)` over `cols` rows. Stable, so
+/// the transpose's rows come out sorted.
+pub(crate) fn transpose_host(cols: usize, indptr: &[i32], indices: &[i32]) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
+    let nnz = indices.len();
+    let mut t_ptr = vec![0i32; cols + 1];
+    for &c in indices {
+        t_ptr[c as usize + 1] += 1;
+    }
+    for c in 0..cols {
+        t_ptr[c + 1] += t_ptr[c];
+    }
+    let mut next: Vec<i32> = t_ptr[..cols].to_vec();
+    let mut t_idx = vec![0i32; nnz];
+    let mut perm = vec![0i32; nnz];
+    for r in 0..indptr.len().saturating_sub(1) {
+        for p in indptr[r] as usize..indptr[r + 1] as usize {
+            let c = indices[p] as usize;
+            let q = next[c] as usize;
+            next[c] += 1;
+            t_idx[q] = r as i32;
+            perm[q] = p as i32;
+        }
+    }
+    (t_ptr, t_idx, perm)
+}
+
+/// Whether `device` (or the device an autodiff device wraps) is a CubeCL device.
+pub(crate) fn check_cube(device: &Device) -> Result<()> {
+    match device.clone().inner().as_dispatch() {
+        burn::backend::DispatchDevice::Cube(_) => Ok(()),
+        other => Err(SparseError::NotCube(format!("{other:?}"))),
+    }
+}
+
+impl Pattern {
+    /// A validated pattern on `device` (checked: shape, monotone `indptr`, column bounds,
+    /// sorted and distinct columns per row, 32-bit sizes).
+    pub(crate) fn new(rows: usize, cols: usize, indptr: Vec<i32>, indices: Vec<i32>, device: &Device) -> Result<Self> {
+        fit("rows", rows)?;
+        fit("cols", cols)?;
+        fit("nnz", indices.len())?;
+        check_cube(device)?;
+        let values = vec![1.0f32; indices.len()];
+        check_compressed(rows, cols, &indptr, &indices, &values, &ValidateOptions::STRICT).into_result()?;
+        Ok(Pattern {
+            rows,
+            cols,
+            indptr: int_tensor(indptr.clone(), device),
+            indices: int_tensor(indices.clone(), device),
+            host_indptr: indptr,
+            host_indices: indices,
+            device: device.clone(),
+            transposed: OnceLock::new(),
+            flat: OnceLock::new(),
+        })
+    }
+
+    pub(crate) fn nnz(&self) -> usize {
+        self.host_indices.len()
+    }
+
+    /// The transposed pattern, built once.
+    pub(crate) fn transposed(&self) -> &Transposed {
+        self.transposed.get_or_init(|| {
+            let (p, i, perm) = transpose_host(self.cols, &self.host_indptr, &self.host_indices);
+            Transposed {
+                indptr: int_tensor(p, &self.device),
+                indices: int_tensor(i, &self.device),
+                perm: int_tensor(perm, &self.device),
+            }
+        })
+    }
+
+    /// `row * cols + col` of every entry (for densifying), built once.
+    fn flat(&self) -> &Tensor<1, Int> {
+        self.flat.get_or_init(|| {
+            let mut v = Vec::with_capacity(self.nnz());
+            for r in 0..self.rows {
+                for p in self.host_indptr[r] as usize..self.host_indptr[r + 1] as usize {
+                    v.push(r as i64 * self.cols as i64 + self.host_indices[p] as i64);
+                }
+            }
+            let n = v.len();
+            Tensor::from_data(TensorData::new(v, [n]), &self.device)
+        })
+    }
+}
+
+/// A sparse matrix in CSR form on a Burn device: `indptr` and `indices` as `i32` Int tensors
+/// and the entries as an `f32` Float tensor.
+///
+/// The structure is validated when the matrix is built (sorted, distinct columns per row,
+/// indices in bounds), so operations never launch on a malformed matrix. Matrices built with
+/// [`SparseCsr::with_values`] or returned by [`SparseCsr::sddmm`] share their pattern.
+/// Operations are differentiable in the values and in the dense operands when the device is
+/// an autodiff device.
+#[derive(Clone, Debug)]
+pub struct SparseCsr {
+    pub(crate) pattern: Arc<Pattern>,
+    values: Tensor<1>,
+}
+
+impl SparseCsr {
+    /// A matrix from its CSR arrays, validated, on `device`.
+    pub fn from_parts(
+        rows: usize,
+        cols: usize,
+        indptr: Vec<i32>,
+        indices: Vec<i32>,
+        values: Vec<f32>,
+        device: &Device,
+    ) -> Result<Self> {
+        check_compressed(rows, cols, &indptr, &indices, &values, &ValidateOptions::STRICT).into_result()?;
+        let pattern = Pattern::new(rows, cols, indptr, indices, device)?;
+        let n = values.len();
+        let values = Tensor::from_data(TensorData::new(values, [n]), (device, DType::F32));
+        Ok(SparseCsr { pattern: Arc::new(pattern), values })
+    }
+
+    /// A matrix from a `formats` CSR matrix (any index and value type), on `device`.
+    pub fn from_csr<I: Index, V: Value>(m: &Csr<I, V>, device: &Device) -> Result<Self> {
+        let conv = |what: &'static str, v: &[I]| -> Result<Vec<i32>> {
+            v.iter().map(|x| fit(what, x.to_usize().unwrap_or(usize::MAX))).collect()
+        };
+        let indptr = conv("indptr entry", m.indptr())?;
+        let indices = conv("column index", m.indices())?;
+        let values = m.values().iter().map(|&v| v.to_f64() as f32).collect();
+        Self::from_parts(m.rows(), m.cols(), indptr, indices, values, device)
+    }
+
+    /// The entries of `dense` whose magnitude exceeds `threshold`, as a CSR matrix on the same
+    /// device. Reads `dense` back to the host.
+    pub fn from_dense(dense: Tensor<2>, threshold: f32) -> Result<Self> {
+        let device = dense.device();
+        let [rows, cols] = dense.dims();
+        let data = dense.try_into_data().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+        let data = data.convert::<f32>();
+        let flat = data.as_slice::<f32>().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+        let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
+        for r in 0..rows {
+            for c in 0..cols {
+                let v = flat[r * cols + c];
+                if v.abs() > threshold {
+                    indices.push(fit("column index", c)?);
+                    values.push(v);
+                }
+            }
+            indptr.push(fit("nnz", indices.len())?);
+        }
+        Self::from_parts(rows, cols, indptr, indices, values, &device)
+    }
+
+    /// A matrix with this pattern and new entries (`values` of `[nnz]`, f32, same device).
+    pub fn with_values(&self, values: Tensor<1>) -> Result<Self> {
+        let [n] = values.dims();
+        if n != self.nnz() {
+            return Err(SparseError::Shape {
+                op: "with_values",
+                detail: format!("the pattern has {} entries, the values {n}", self.nnz()),
+            });
+        }
+        check_f32("with_values", &values)?;
+        check_device("with_values", &self.pattern.device, &values.device())?;
+        Ok(SparseCsr { pattern: self.pattern.clone(), values })
+    }
+
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.pattern.rows, self.pattern.cols)
+    }
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.pattern.rows
+    }
+    /// Number of columns.
+    pub fn cols(&self) -> usize {
+        self.pattern.cols
+    }
+    /// Number of stored entries.
+    pub fn nnz(&self) -> usize {
+        self.pattern.nnz()
+    }
+    /// The device.
+    pub fn device(&self) -> Device {
+        self.pattern.device.clone()
+    }
+    /// Row pointers (`rows + 1`, i32).
+    pub fn indptr(&self) -> Tensor<1, Int> {
+        self.pattern.indptr.clone()
+    }
+    /// Column index of every entry (i32).
+    pub fn indices(&self) -> Tensor<1, Int> {
+        self.pattern.indices.clone()
+    }
+    /// The entries (`[nnz]`, f32); tracked when the matrix was built from tracked values.
+    pub fn values(&self) -> Tensor<1> {
+        self.values.clone()
+    }
+    /// Row pointers on the host.
+    pub fn host_indptr(&self) -> &[i32] {
+        &self.pattern.host_indptr
+    }
+    /// Column indices on the host.
+    pub fn host_indices(&self) -> &[i32] {
+        &self.pattern.host_indices
+    }
+
+    /// The dense `[rows, cols]` matrix (a scatter on the device, differentiable in the values).
+    pub fn to_dense(&self) -> Tensor<2> {
+        let (rows, cols) = self.shape();
+        let zeros = Tensor::<1>::zeros([rows * cols], (&self.pattern.device, DType::F32));
+        zeros
+            .scatter(0, self.pattern.flat().clone(), self.values.clone(), IndexingUpdateOp::Add)
+            .reshape([rows, cols])
+    }
+
+    /// The matrix back on the host as a `formats` CSR matrix.
+    pub fn to_csr(&self) -> Result<Csr<i32, f32>> {
+        let data = self.values.clone().try_into_data().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+        let values = data.convert::<f32>().try_to_vec::<f32>().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+        Ok(Csr::try_new(
+            self.rows(),
+            self.cols(),
+            self.pattern.host_indptr.clone(),
+            self.pattern.host_indices.clone(),
+            values,
+        )?)
+    }
+
+    /// The transpose, `cols × rows` (entries gathered on the device; differentiable).
+    pub fn transpose(&self) -> Result<Self> {
+        let t = self.pattern.transposed();
+        let (p, i, _) = transpose_host(self.cols(), &self.pattern.host_indptr, &self.pattern.host_indices);
+        let pattern = Pattern::new(self.cols(), self.rows(), p, i, &self.pattern.device)?;
+        let values = self.values.clone().select(0, t.perm.clone());
+        Ok(SparseCsr { pattern: Arc::new(pattern), values })
+    }
+
+    /// SpMM: `A · rhs` for `rhs` of `[cols, f]`, by the sparsec `csrmm` kernel.
+    pub fn spmm(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
+        self.check_dense("spmm", &rhs, self.cols())?;
+        self.prepare(&[Kernel::Csrmm, Kernel::Sddmm])?;
+        let (p, t) = (&self.pattern, self.pattern.transposed());
+        let out = <Dispatch as SparseBackend>::csr_spmm(
+            p.indptr.clone().into_dispatch(),
+            p.indices.clone().into_dispatch(),
+            t.indptr.clone().into_dispatch(),
+            t.indices.clone().into_dispatch(),
+            t.perm.clone().into_dispatch(),
+            self.values.clone().into_dispatch(),
+            rhs.into_dispatch(),
+            p.rows,
+            p.cols,
+        );
+        Ok(Tensor::from_dispatch(out))
+    }
+
+    /// `relu(A · rhs + bias)` (`bias` of `[f]`) by one sparsec program whose second sparse
+    /// iteration applies the epilogue per row (`kernels/csrmm_bias_relu.sptir`).
+    pub fn spmm_bias_relu(&self, rhs: Tensor<2>, bias: Tensor<1>) -> Result<Tensor<2>> {
+        self.check_dense("spmm_bias_relu", &rhs, self.cols())?;
+        let feat = rhs.dims()[1];
+        check_f32("spmm_bias_relu", &bias)?;
+        check_device("spmm_bias_relu", &self.pattern.device, &bias.device())?;
+        if bias.dims()[0] != feat {
+            return Err(SparseError::Shape {
+                op: "spmm_bias_relu",
+                detail: format!("bias has {} entries, rhs {feat} columns", bias.dims()[0]),
+            });
+        }
+        self.prepare(&[Kernel::CsrmmBiasRelu, Kernel::Csrmm, Kernel::Sddmm])?;
+        let (p, t) = (&self.pattern, self.pattern.transposed());
+        let out = <Dispatch as SparseBackend>::csr_spmm_bias_relu(
+            p.indptr.clone().into_dispatch(),
+            p.indices.clone().into_dispatch(),
+            t.indptr.clone().into_dispatch(),
+            t.indices.clone().into_dispatch(),
+            t.perm.clone().into_dispatch(),
+            self.values.clone().into_dispatch(),
+            rhs.into_dispatch(),
+            bias.into_dispatch(),
+            p.rows,
+            p.cols,
+        );
+        Ok(Tensor::from_dispatch(out))
+    }
+
+    /// SDDMM on this matrix's pattern: a matrix with the same pattern whose entry `(i, j)` is
+    /// `Σ_k lhs[i, k] · rhs[j, k]` (`lhs` of `[rows, f]`, `rhs` of `[cols, f]`); this matrix's
+    /// own values are not read. By the sparsec `sddmm` kernel.
+    pub fn sddmm(&self, lhs: Tensor<2>, rhs: Tensor<2>) -> Result<Self> {
+        self.check_dense("sddmm", &lhs, self.rows())?;
+        self.check_dense("sddmm", &rhs, self.cols())?;
+        if lhs.dims()[1] != rhs.dims()[1] {
+            return Err(SparseError::Shape {
+                op: "sddmm",
+                detail: format!("lhs has {} columns, rhs {}", lhs.dims()[1], rhs.dims()[1]),
+            });
+        }
+        self.prepare(&[Kernel::Sddmm, Kernel::Csrmm])?;
+        let (p, t) = (&self.pattern, self.pattern.transposed());
+        let out = <Dispatch as SparseBackend>::csr_sddmm(
+            p.indptr.clone().into_dispatch(),
+            p.indices.clone().into_dispatch(),
+            t.indptr.clone().into_dispatch(),
+            t.indices.clone().into_dispatch(),
+            t.perm.clone().into_dispatch(),
+            lhs.into_dispatch(),
+            rhs.into_dispatch(),
+            p.rows,
+            p.cols,
+        );
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: Tensor::from_dispatch(out) })
+    }
+
+    /// Builds the kernels an operation and its backward pass use, so failures are errors.
+    fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
+        for k in kernels {
+            k.compiled()?;
+        }
+        Ok(())
+    }
+
+    /// A dense f32 operand of `[rows, _]` on this matrix's device.
+    fn check_dense(&self, op: &'static str, t: &Tensor<2>, rows: usize) -> Result<()> {
+        check_f32(op, t)?;
+        check_device(op, &self.pattern.device, &t.device())?;
+        let [r, f] = t.dims();
+        if r != rows {
+            return Err(SparseError::Shape { op, detail: format!("the dense operand has {r} rows, expected {rows}") });
+        }
+        fit("feature size", f)?;
+        fit("dense elements", r.saturating_mul(f))?;
+        Ok(())
+    }
+}
+
+/// Fails unless `t` holds f32.
+pub(crate) fn check_f32<const D: usize>(op: &'static str, t: &Tensor<D>) -> Result<()> {
+    match t.dtype() {
+        DType::F32 => Ok(()),
+        other => Err(SparseError::DType { op, found: format!("{other:?}") }),
+    }
+}
+
+/// Fails unless both devices are the same (autodiff-ness included).
+pub(crate) fn check_device(op: &'static str, a: &Device, b: &Device) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(SparseError::Device { op, detail: format!("{a:?} and {b:?}") })
+    }
+}
+
+/// SpMM: `a · rhs` (see [`SparseCsr::spmm`]).
+pub fn spmm(a: &SparseCsr, rhs: Tensor<2>) -> Result<Tensor<2>> {
+    a.spmm(rhs)
+}
+
+/// SDDMM on `pattern`'s structure (see [`SparseCsr::sddmm`]).
+pub fn sddmm(pattern: &SparseCsr, lhs: Tensor<2>, rhs: Tensor<2>) -> Result<SparseCsr> {
+    pattern.sddmm(lhs, rhs)
+}
+
+/// `relu(a · rhs + bias)` in one program (see [`SparseCsr::spmm_bias_relu`]).
+pub fn spmm_bias_relu(a: &SparseCsr, rhs: Tensor<2>, bias: Tensor<1>) -> Result<Tensor<2>> {
+    a.spmm_bias_relu(rhs, bias)
+}

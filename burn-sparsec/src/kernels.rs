@@ -1,0 +1,126 @@
+//! The shipped kernels: each is a `.sptir` program and a schedule trace (`kernels/`), compiled
+//! through sparsec's CubeCL backend on first use and cached for the life of the process.
+
+use sparsec_backend_cubecl::CompiledProgram;
+use sparsec_ir::Func;
+use sparsec_schedule::Trace;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Why a shipped kernel could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// The `.sptir` program does not parse.
+    #[error("kernel `{kernel}`: the program does not parse: {detail}")]
+    Parse {
+        /// Kernel name.
+        kernel: &'static str,
+        /// The parser's message.
+        detail: String,
+    },
+    /// The trace is not valid JSON or does not replay.
+    #[error("kernel `{kernel}`: the schedule does not apply: {detail}")]
+    Schedule {
+        /// Kernel name.
+        kernel: &'static str,
+        /// What failed.
+        detail: String,
+    },
+    /// The CubeCL backend refused the scheduled program.
+    #[error("kernel `{kernel}`: the CubeCL backend refused it: {detail}")]
+    Compile {
+        /// Kernel name.
+        kernel: &'static str,
+        /// The backend's message.
+        detail: String,
+    },
+    /// A launch was refused (wrong arguments for the program).
+    #[error("kernel `{kernel}`: launch refused: {detail}")]
+    Launch {
+        /// Kernel name.
+        kernel: &'static str,
+        /// The backend's message.
+        detail: String,
+    },
+    /// The kernel cache lock was poisoned by a panic elsewhere.
+    #[error("the kernel cache is unusable after a panic")]
+    Poisoned,
+}
+
+/// A shipped kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// CSR SpMM: `C = A · B` (`kernels/csrmm.sptir`).
+    Csrmm,
+    /// CSR SpMM with the bias + ReLU epilogue in the same program
+    /// (`kernels/csrmm_bias_relu.sptir`).
+    CsrmmBiasRelu,
+    /// SDDMM: `C[i, j] = Σ_k A[i, k] · B[j, k]` on a CSR pattern (`kernels/sddmm.sptir`).
+    Sddmm,
+    /// BSR SpMM (`kernels/bsrmm.sptir`).
+    Bsrmm,
+}
+
+impl Kernel {
+    /// Every shipped kernel.
+    pub const ALL: [Kernel; 4] = [Kernel::Csrmm, Kernel::CsrmmBiasRelu, Kernel::Sddmm, Kernel::Bsrmm];
+
+    /// The program's function name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Csrmm => "csrmm",
+            Kernel::CsrmmBiasRelu => "csrmm_bias_relu",
+            Kernel::Sddmm => "sddmm",
+            Kernel::Bsrmm => "bsrmm",
+        }
+    }
+
+    /// The `.sptir` source.
+    pub fn source(self) -> &'static str {
+        match self {
+            Kernel::Csrmm => include_str!("../kernels/csrmm.sptir"),
+            Kernel::CsrmmBiasRelu => include_str!("../kernels/csrmm_bias_relu.sptir"),
+            Kernel::Sddmm => include_str!("../kernels/sddmm.sptir"),
+            Kernel::Bsrmm => include_str!("../kernels/bsrmm.sptir"),
+        }
+    }
+
+    /// The schedule trace (JSON).
+    pub fn trace(self) -> &'static str {
+        match self {
+            Kernel::Csrmm => include_str!("../kernels/csrmm.trace.json"),
+            Kernel::CsrmmBiasRelu => include_str!("../kernels/csrmm_bias_relu.trace.json"),
+            Kernel::Sddmm => include_str!("../kernels/sddmm.trace.json"),
+            Kernel::Bsrmm => include_str!("../kernels/bsrmm.trace.json"),
+        }
+    }
+
+    /// The unscheduled Stage-I program.
+    pub fn program(self) -> Result<Func, KernelError> {
+        sparsec_ir::text::parse_func(self.name(), self.source())
+            .map_err(|e| KernelError::Parse { kernel: self.name(), detail: format!("{e:?}") })
+    }
+
+    /// The scheduled program: the trace replayed on [`Kernel::program`] (Stage III).
+    pub fn scheduled(self) -> Result<Func, KernelError> {
+        let err = |detail: String| KernelError::Schedule { kernel: self.name(), detail };
+        let trace = Trace::from_json(self.trace()).map_err(|e| err(e.to_string()))?;
+        let sch = trace.replay(&self.program()?).map_err(|e| err(e.to_string()))?;
+        Ok(sch.into_func())
+    }
+
+    /// The compiled program, built on first use and cached.
+    pub fn compiled(self) -> Result<Arc<CompiledProgram>, KernelError> {
+        static CACHE: OnceLock<Mutex<HashMap<Kernel, Arc<CompiledProgram>>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+        if let Some(p) = cache.lock().map_err(|_| KernelError::Poisoned)?.get(&self) {
+            return Ok(p.clone());
+        }
+        // Compile outside the lock; a racing thread may compile too, the first insert wins.
+        let func = self.scheduled()?;
+        let prog = sparsec_backend_cubecl::compile(&func)
+            .map_err(|e| KernelError::Compile { kernel: self.name(), detail: e.to_string() })?;
+        let mut guard = cache.lock().map_err(|_| KernelError::Poisoned)?;
+        Ok(guard.entry(self).or_insert_with(|| Arc::new(prog)).clone())
+    }
+}

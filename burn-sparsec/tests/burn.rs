@@ -1,0 +1,18 @@
+//! burn-sparsec end to end on the default wgpu device (lavapipe in CI): forward results
+//! against dense Burn matmul, gradients against Burn autodiff on the densified matrix,
+//! refusals of invalid input, the shipped schedules, and the GCN example.
+
+#[path = "burn/common.rs"]
+mod common;
+#[path = "burn/forward.rs"]
+mod forward;
+#[path = "burn/gcn.rs"]
+mod gcn;
+#[path = "burn/grad.rs"]
+mod grad;
+#[path = "burn/invalid.rs"]
+mod invalid;
+#[path = "burn/kernels.rs"]
+mod kernels;
+#[path = "burn/schedules.rs"]
+mod schedules;

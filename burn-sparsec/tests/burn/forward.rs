@@ -1,0 +1,141 @@
+//! Forward results against dense Burn matmul (fp32, rtol 1e-4) on every shared and generated
+//! matrix. Matrices too big to densify are compared on three windows of rows.
+
+use crate::common::*;
+use burn::tensor::{activation::relu, Device, Tensor, TensorData};
+use burn_sparsec::{SparseBsr, SparseCsr};
+use sparsec_formats::Csr;
+use sparsec_testkit::Mat;
+use std::ops::Range;
+
+const RTOL: f32 = 1e-4;
+
+/// Row windows to compare: all rows of a small matrix, else three windows of 256 rows.
+fn windows(m: &Mat) -> Vec<Range<usize>> {
+    if small(m) {
+        return vec![0..m.rows];
+    }
+    let w = 256.min(m.rows);
+    let mid = (m.rows / 2).min(m.rows - w);
+    vec![0..w, mid..mid + w, m.rows - w..m.rows]
+}
+
+/// Rows `r` of `m` as a dense tensor.
+fn dense_rows(m: &Mat, r: &Range<usize>, device: &Device) -> Tensor<2> {
+    let mut d = vec![0f32; r.len() * m.cols];
+    for i in r.clone() {
+        for (&j, &v) in m.row(i).iter().zip(m.row_vals(i)) {
+            d[(i - r.start) * m.cols + j] = v;
+        }
+    }
+    Tensor::from_data(TensorData::new(d, [r.len(), m.cols]), device)
+}
+
+fn rows_of(t: &Tensor<2>, r: &Range<usize>) -> Tensor<2> {
+    let f = t.dims()[1];
+    t.clone().slice([r.clone(), 0..f])
+}
+
+#[test]
+fn spmm_matches_dense_matmul() {
+    let dev = device();
+    for (name, m) in matrices() {
+        let f = feat(&m);
+        let a = sparse(&m, &dev);
+        let b = dense(m.cols, f, 1, &dev);
+        let got = a.spmm(b.clone()).unwrap();
+        assert_eq!(got.dims(), [m.rows, f], "{name}");
+        for r in windows(&m) {
+            let want = dense_rows(&m, &r, &dev).matmul(b.clone());
+            close(&format!("spmm {name} rows {r:?}"), &host(rows_of(&got, &r)), &host(want), RTOL);
+        }
+    }
+}
+
+#[test]
+fn spmm_bias_relu_matches_dense() {
+    let dev = device();
+    for (name, m) in matrices() {
+        let f = feat(&m);
+        let a = sparse(&m, &dev);
+        let b = dense(m.cols, f, 2, &dev);
+        let bias = vector(f, 3, &dev);
+        let got = a.spmm_bias_relu(b.clone(), bias.clone()).unwrap();
+        for r in windows(&m) {
+            let want = relu(dense_rows(&m, &r, &dev).matmul(b.clone()) + bias.clone().unsqueeze::<2>());
+            close(&format!("spmm+bias+relu {name} rows {r:?}"), &host(rows_of(&got, &r)), &host(want), RTOL);
+        }
+    }
+}
+
+#[test]
+fn sddmm_matches_sampled_dense_matmul() {
+    let dev = device();
+    for (name, m) in matrices() {
+        let f = feat(&m);
+        let a = sparse(&m, &dev);
+        let l = dense(m.rows, f, 4, &dev);
+        let rt = dense(m.cols, f, 5, &dev);
+        let got = a.sddmm(l.clone(), rt.clone()).unwrap();
+        assert_eq!(got.nnz(), m.nnz());
+        let vals = host(got.values());
+        for r in windows(&m) {
+            let full = host(rows_of(&l, &r).matmul(rt.clone().transpose()));
+            let (mut g, mut w) = (Vec::new(), Vec::new());
+            for i in r.clone() {
+                for p in m.indptr[i]..m.indptr[i + 1] {
+                    g.push(vals[p]);
+                    w.push(full[(i - r.start) * m.cols + m.indices[p]]);
+                }
+            }
+            close(&format!("sddmm {name} rows {r:?}"), &g, &w, RTOL);
+        }
+    }
+}
+
+#[test]
+fn bsr_spmm_matches_dense_matmul() {
+    let dev = device();
+    for (name, m) in matrices() {
+        let f = feat(&m).min(16);
+        let idx = |v: &[usize]| v.iter().map(|&x| x as i32).collect::<Vec<_>>();
+        let csr = Csr::try_new(m.rows, m.cols, idx(&m.indptr), idx(&m.indices), m.vals.clone()).unwrap();
+        for blk in [2usize, 4] {
+            let bsr = csr.to_bsr(blk).unwrap();
+            let a = SparseBsr::from_bsr(&bsr, &dev).unwrap();
+            let b = dense(m.cols, f, 6, &dev);
+            let got = a.spmm(b.clone()).unwrap();
+            assert_eq!(got.dims(), [m.rows, f]);
+            for r in windows(&m) {
+                let want = dense_rows(&m, &r, &dev).matmul(b.clone());
+                close(&format!("bsr({blk}) spmm {name} rows {r:?}"), &host(rows_of(&got, &r)), &host(want), RTOL);
+            }
+        }
+    }
+}
+
+#[test]
+fn dense_roundtrips() {
+    let dev = device();
+    for (name, m) in matrices().into_iter().filter(|(_, m)| small(m) && m.rows * m.cols <= 1 << 20) {
+        let d = Tensor::<2>::from_data(TensorData::new(m.to_dense(), [m.rows, m.cols]), &dev);
+        let a = SparseCsr::from_dense(d.clone(), 0.0).unwrap();
+        assert_eq!(a.nnz(), m.vals.iter().filter(|v| **v != 0.0).count(), "{name}");
+        assert_eq!(host(a.to_dense()), m.to_dense(), "{name}: csr to_dense");
+        let t = a.transpose().unwrap();
+        assert_eq!(host(t.to_dense()), host(d.clone().transpose()), "{name}: transpose");
+        let b = SparseBsr::from_dense(d, 3, 0.0).unwrap();
+        assert_eq!(host(b.to_dense()), m.to_dense(), "{name}: bsr to_dense");
+    }
+}
+
+#[test]
+fn from_dense_keeps_entries_above_the_threshold() {
+    let dev = device();
+    let d = Tensor::<2>::from_data(TensorData::new(vec![0.5f32, -0.05, 0.0, 2.0, 0.09, -3.0], [2, 3]), &dev);
+    let a = SparseCsr::from_dense(d, 0.1).unwrap();
+    let csr = a.to_csr().unwrap();
+    assert_eq!(csr.indptr(), &[0, 1, 3]);
+    assert_eq!(csr.indices(), &[0, 0, 2]);
+    assert_eq!(csr.values(), &[0.5, 2.0, -3.0]);
+}
