@@ -11,5 +11,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 export SPARSEC_DATA="${SPARSEC_DATA:-$ROOT/../shared/data}"
+# wgpu over Mesa wants a runtime folder; any writable one will do.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 # The backends link LLVM/MLIR 22 and run on Vulkan: make sure the packages are there.
 "$ROOT/scripts/install-deps"

@@ -181,6 +181,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         let rest = &epochs[1.min(epochs.len() - 1)..];
         let mean = rest.iter().map(|e| e.seconds).sum::<f64>() / rest.len() as f64;
         println!("loss {:.4} -> {:.4}; mean epoch time after the first: {:.1} ms", first.loss, last.loss, mean * 1e3);
+        if epochs.len() > 1 && last.loss >= first.loss {
+            return Err(format!("the loss did not fall ({:.4} -> {:.4})", first.loss, last.loss).into());
+        }
     }
     Ok(())
 }
