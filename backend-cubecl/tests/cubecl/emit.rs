@@ -76,27 +76,3 @@ fn wgsl_and_cuda_sources() {
     let cuda = emit_cuda(&f).unwrap();
     assert!(cuda.contains("__global__"), "{cuda}");
 }
-
-/// Prints the rendering of `$SPARSEC_SHOW` (debugging aid).
-#[test]
-#[ignore]
-fn show() {
-    let name = std::env::var("SPARSEC_SHOW").unwrap_or_else(|_| "csrmm".into());
-    println!("{}", emit_cubecl(&workload(&name)).unwrap());
-}
-
-/// Prints the WGSL of `$SPARSEC_SHOW` (debugging aid).
-#[test]
-#[ignore]
-fn show_wgsl() {
-    let name = std::env::var("SPARSEC_SHOW").unwrap_or_else(|_| "csrmm".into());
-    println!("{}", emit_wgsl(&workload(&name)).unwrap());
-}
-
-/// Prints the CUDA of `$SPARSEC_SHOW` (debugging aid).
-#[test]
-#[ignore]
-fn show_cuda() {
-    let name = std::env::var("SPARSEC_SHOW").unwrap_or_else(|_| "csrmm".into());
-    println!("{}", emit_cuda(&workload(&name)).unwrap());
-}
