@@ -157,7 +157,9 @@ pub fn lower_scheduled(func: &Func, trace: &sparsec_schedule::Trace) -> Result<V
 pub enum AutoSchedule {
     /// Parallel outer loops, vectorized inner spatial loops.
     Cpu,
-    /// Outer loops split over `threads` units per block and bound to blockIdx.x × threadIdx.x.
+    /// Outer loops (fused with the independent loops perfectly nested in them) split over
+    /// `threads` units per block and bound to blockIdx.x × threadIdx.x; see
+    /// `sparsec_schedule::auto::gpu_full`.
     Gpu {
         /// Units per block.
         threads: i64,
@@ -165,17 +167,19 @@ pub enum AutoSchedule {
 }
 
 /// Applies a default schedule and returns the IR at each stage, from the function's own down
-/// to Stage III (the schedule acts at Stage II).
+/// to Stage III (the schedule acts at Stage II; the GPU one also at Stage I).
 pub fn lower_auto(func: &Func, auto: AutoSchedule) -> Result<Vec<Func>, DriverError> {
     use sparsec_schedule::{auto, Schedule};
     let mut out = vec![func.clone()];
     let mut sch = Schedule::new(func.clone())?;
-    if func.stage == Stage::I {
-        sch.lower_sparse_iter()?;
-    }
     match auto {
-        AutoSchedule::Cpu => auto::cpu(&mut sch)?,
-        AutoSchedule::Gpu { threads } => auto::gpu(&mut sch, threads)?,
+        AutoSchedule::Cpu => {
+            if func.stage == Stage::I {
+                sch.lower_sparse_iter()?;
+            }
+            auto::cpu(&mut sch)?
+        }
+        AutoSchedule::Gpu { threads } => auto::gpu_full(&mut sch, threads)?,
     }
     if sch.func().stage == Stage::II {
         out.push(sch.func().clone());

@@ -106,3 +106,25 @@ fn zero_threads_is_an_error() {
     let func = common::workload("csrmm");
     assert!(auto::gpu_schedule(&func, 0).is_err());
 }
+
+/// The Stage-I part of the GPU default fuses rgcn's relations with their rows (the only
+/// init-free accumulating iteration of the corpus) and asks for atomics; other iterations
+/// are left alone.
+#[test]
+fn gpu_sparse_fuses_accumulating_iterations_only() {
+    use sparsec_schedule::Schedule;
+    let mut sch = Schedule::new(common::workload("rgcn_hetero_forward")).unwrap();
+    assert!(auto::gpu_sparse(&mut sch).unwrap());
+    let text = sch.text();
+    assert!(text.contains("fuse(R, I)"), "{text}");
+    assert!(text.contains("atomic = true"), "{text}");
+    let g = auto::gpu_schedule(&common::workload("rgcn_hetero_forward"), 32).unwrap();
+    let printed = sparsec::ir::text::print_func(&g);
+    assert!(printed.contains("atomic_add(Y["), "{printed}");
+    for name in ["csrmm", "sddmm", "csr_element_wise", "sparse_softmax"] {
+        let f = common::workload(name);
+        let mut sch = Schedule::new(f.clone()).unwrap();
+        assert!(!auto::gpu_sparse(&mut sch).unwrap(), "{name}");
+        assert_eq!(sch.func(), &f, "{name}");
+    }
+}

@@ -17,7 +17,13 @@ fn main() {
 
     let out_dir = std::env::args().nth(1).unwrap_or_else(|| "cuda_check_out".into());
     std::fs::create_dir_all(&out_dir).expect("create the output folder");
-    let client = sparsec_backend_cubecl::cuda_client();
+    let client = match sparsec_backend_cubecl::cuda_client() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cuda_check: {e}");
+            std::process::exit(2);
+        }
+    };
     let arr = |a: &Array| -> String {
         match a {
             Array::F32(v) => format!("{v:?}"),

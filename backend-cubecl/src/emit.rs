@@ -359,8 +359,9 @@ fn host_expr(func: &Func, e: &Expr) -> String {
 fn launch_dims(func: &Func, k: &KernelPlan) -> (String, String) {
     match &k.launch {
         LaunchPlan::Single => ("CubeCount::Static(1, 1, 1)".into(), "CubeDim::new_1d(1)".into()),
-        LaunchPlan::PerIteration { extent } => {
-            let n = host_expr(func, extent);
+        LaunchPlan::PerIteration { loops } => {
+            let parts: Vec<String> = loops.iter().map(|l| host_expr(func, &l.bound)).collect();
+            let n = if parts.len() == 1 { parts[0].clone() } else { format!("({})", parts.join(" * ")) };
             let d = crate::plan::DEFAULT_CUBE_DIM;
             (
                 format!("CubeCount::Static(dim({n}.max(0).div_euclid({d}) + 1), 1, 1)"),

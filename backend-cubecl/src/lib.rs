@@ -57,7 +57,7 @@ pub enum CubeclError {
     /// The device or CubeCL failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    /// A feature this build lacks.
+    /// A feature this build lacks, or a runtime this machine lacks (no CUDA driver/device).
     #[error("{0}")]
     Unavailable(String),
 }
@@ -104,7 +104,7 @@ pub fn run_wgpu(func: &Func, args: &Args) -> Result<Args, CubeclError> {
 #[cfg(feature = "cuda")]
 pub fn run_cuda(func: &Func, args: &Args) -> Result<Args, CubeclError> {
     let prog = compile(func)?;
-    prog.run(&runtime::cuda_client(), args)
+    prog.run(&runtime::cuda_client()?, args)
 }
 
 /// Without the `cuda` feature: always an error saying so.

@@ -4,8 +4,9 @@
 //! Mapping:
 //! * a loop bound to `blockIdx.*`/`threadIdx.*` binds its variable to `min + CUBE_POS_*` /
 //!   `min + UNIT_POS_*` and guards its body with `pos < extent` (the launch may be wider);
-//! * [`LaunchPlan::PerIteration`] binds the outermost loop's variable to
-//!   `min + ABSOLUTE_POS` under the same guard;
+//! * [`LaunchPlan::PerIteration`] splits `ABSOLUTE_POS` into one coordinate per loop of its
+//!   chain (mixed radix over the loops' bounds) and binds each loop's variable to
+//!   `min + coordinate` under the same guard;
 //! * other loops run serially; `while` becomes `loop { if !cond { break } ... }`;
 //! * a block binds its iterators and runs `init` when every reduce iterator is 0;
 //! * local allocations become local arrays, shared ones shared memory (cooperatively filled,
@@ -129,6 +130,8 @@ pub struct Walker<'f, G: Gen> {
     nonuniform_vars: Vec<VarId>,
     /// Element counts of allocations whose shape depends on scalar parameters, fixed at launch.
     pub alloc_sizes: HashMap<BufferId, usize>,
+    /// Launch coordinates of the [`LaunchPlan::PerIteration`] loops not reached yet.
+    coords: HashMap<VarId, G::V>,
 }
 
 fn const_int(func: &Func, e: &Expr) -> Option<i64> {
@@ -154,7 +157,7 @@ fn const_int(func: &Func, e: &Expr) -> Option<i64> {
 impl<'f, G: Gen> Walker<'f, G> {
     /// A walker over one kernel of `func`.
     pub fn new(func: &'f Func, plan: &'f KernelPlan) -> Self {
-        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new(), alloc_sizes: HashMap::new() }
+        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new(), alloc_sizes: HashMap::new(), coords: HashMap::new() }
     }
 
     /// Generates the kernel body.
@@ -166,9 +169,12 @@ impl<'f, G: Gen> Walker<'f, G> {
         all.push(stmt);
         let p = self.plan.launch.clone();
         match (&p, &self.plan.stmt.kind) {
-            (LaunchPlan::PerIteration { .. }, StmtKind::For(f)) => {
+            (LaunchPlan::PerIteration { loops }, StmtKind::For(_)) => {
                 let n = all.len() - 1;
-                self.list_then(g, &all[..n], &mut |w, g| w.per_iteration(g, f))
+                self.list_then(g, &all[..n], &mut |w, g| {
+                    w.point_coords(g, loops)?;
+                    w.list(g, &all[n..], false)
+                })
             }
             _ => self.list(g, &all, true),
         }
@@ -187,10 +193,29 @@ impl<'f, G: Gen> Walker<'f, G> {
         self.func.vars.try_get(v).map_or_else(|| "v".into(), |x| crate::plan::sanitize(&x.name))
     }
 
-    fn per_iteration(&mut self, g: &mut G, f: &For) -> Result<()> {
-        let d = self.dtype_of_var(f.var);
-        let pos = g.builtin(Builtin::AbsolutePos, d)?;
-        self.bound_loop(g, f, pos, d, false)
+    /// Splits `ABSOLUTE_POS` into one coordinate per loop, the last loop varying fastest.
+    fn point_coords(&mut self, g: &mut G, loops: &[crate::plan::PointLoop]) -> Result<()> {
+        let d = DType::I32;
+        let mut rest = g.builtin(Builtin::AbsolutePos, d)?;
+        for (k, l) in loops.iter().enumerate().rev() {
+            let vd = self.dtype_of_var(l.var);
+            let c = if k == 0 {
+                rest.clone()
+            } else {
+                let b = self.expr(g, &l.bound)?;
+                let b = self.coerce(g, b, self.func.expr_dtype(&l.bound), d)?;
+                // A bound of 0 leaves no iteration; `max(b, 1)` keeps the division defined.
+                let one = g.int(1, d)?;
+                let b = g.binary(BinOp::Max, b, one, d)?;
+                let c = g.binary(BinOp::FloorMod, rest.clone(), b.clone(), d)?;
+                rest = g.binary(BinOp::FloorDiv, rest, b, d)?;
+                c
+            };
+            let c = self.coerce(g, c, d, vd)?;
+            let c = if loops.len() == 1 { c } else { g.bind(c, &format!("{}_pos", self.var_name(l.var)), vd)? };
+            self.coords.insert(l.var, c);
+        }
+        Ok(())
     }
 
     /// `var = min + pos; if pos < extent { body }`.
@@ -420,6 +445,9 @@ impl<'f, G: Gen> Walker<'f, G> {
 
     fn for_loop(&mut self, g: &mut G, f: &For, uniform: bool) -> Result<()> {
         let d = self.dtype_of_var(f.var);
+        if let Some(pos) = self.coords.remove(&f.var) {
+            return self.bound_loop(g, f, pos, d, false);
+        }
         match f.kind {
             ForKind::Thread(t) => {
                 let b = if t == ThreadTag::BlockIdxX && self.spill_x { Builtin::CubePos } else { Builtin::Tag(t) };

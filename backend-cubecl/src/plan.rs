@@ -8,6 +8,12 @@
 //! * A kernel without thread bindings whose outermost loop is spatial (its variable only
 //!   feeds spatial block iterators) runs one unit per iteration of that loop; otherwise the
 //!   whole nest runs in one unit.
+//! * A kernel without thread bindings that only accumulates (every store is
+//!   `B[i] = B[i] + e`, and nothing it writes is read otherwise), and whose perfectly nested
+//!   spatial loops reach a sparse loop (a trip count that reads buffers), runs one unit per
+//!   iteration point of those loops, and its accumulations become atomic: the order of the
+//!   additions is then free. The sparse loop is bounded by the extent of the spatial block
+//!   iterator it binds (say `m` for the rows of one relation of RGCN).
 
 use sparsec_ir::{
     BufferId, DType, Expr, ForKind, Func, IterKind, Layout, ParamId, ParamKind, Scope, Stmt, StmtKind, Storage,
@@ -57,13 +63,24 @@ pub enum LaunchPlan {
         /// Extents per tag, in [`ThreadTag::ALL`] order.
         extents: [Vec<Expr>; 6],
     },
-    /// One unit per iteration of the outermost loop (`min + ABSOLUTE_POS`).
+    /// One unit per iteration point of a chain of perfectly nested loops, outermost first;
+    /// `ABSOLUTE_POS` is split into one coordinate per loop (the last varies fastest) and
+    /// each loop runs `min + coordinate` when the coordinate is below its extent.
     PerIteration {
-        /// The loop's trip count.
-        extent: Expr,
+        /// The loops, outermost first.
+        loops: Vec<PointLoop>,
     },
     /// A single unit runs everything.
     Single,
+}
+
+/// One loop of a [`LaunchPlan::PerIteration`] launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointLoop {
+    /// The loop variable.
+    pub var: VarId,
+    /// An upper bound on the loop's trip count that depends on scalar parameters only.
+    pub bound: Expr,
 }
 
 /// Units per cube used for [`LaunchPlan::PerIteration`].
@@ -230,18 +247,28 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
         }
     }
     check_nesting(&all, &mut Vec::new())?;
+    let mut stmt = stmt;
     let launch = if bound {
         LaunchPlan::Threads { extents }
     } else {
-        match &stmt.kind {
-            StmtKind::For(f)
-                if host_evaluable(func, &f.extent) && host_evaluable(func, &f.min) && spatial_loop(&f.body, f.var) =>
-            {
-                LaunchPlan::PerIteration { extent: f.extent.clone() }
+        let (chain, sparse) = point_chain(func, &stmt);
+        // Only worth atomics when the outer loop alone would leave a sparse loop to walk
+        // serially in each unit.
+        if chain.len() > 1 && sparse && sparsec_passes::accumulates_only(func, std::slice::from_ref(&stmt)) {
+            make_atomic(&mut stmt);
+            LaunchPlan::PerIteration { loops: chain }
+        } else {
+            match &stmt.kind {
+                StmtKind::For(f)
+                    if host_evaluable(func, &f.extent) && host_evaluable(func, &f.min) && spatial_loop(&f.body, f.var) =>
+                {
+                    LaunchPlan::PerIteration { loops: vec![PointLoop { var: f.var, bound: f.extent.clone() }] }
+                }
+                _ => LaunchPlan::Single,
             }
-            _ => LaunchPlan::Single,
         }
     };
+    let all = [prelude.clone(), vec![stmt.clone()]].concat();
     // Buffers and scalars used.
     let mut used: BTreeSet<BufferId> = BTreeSet::new();
     let mut atomic: BTreeSet<BufferId> = BTreeSet::new();
@@ -362,6 +389,71 @@ fn spatial_loop(body: &[Stmt], v: VarId) -> bool {
         }
     });
     spatial_uses > 0 && other_uses == 0
+}
+
+/// The perfectly nested spatial loops from the top of `stmt`: each loop's body is one loop,
+/// or blocks without `init` whose bodies are one statement around one loop. A loop joins when
+/// it drives spatial block iterators only and its trip count is bounded by scalars: its
+/// extent, or the extent of the block iterator its variable is bound to (then the loop is
+/// sparse, the second result).
+fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
+    let mut out = Vec::new();
+    let mut sparse = false;
+    let mut cur = stmt;
+    loop {
+        let StmtKind::For(f) = &cur.kind else { break };
+        if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !spatial_loop(&f.body, f.var) {
+            break;
+        }
+        let bound = if host_evaluable(func, &f.extent) {
+            f.extent.clone()
+        } else {
+            match iterator_bound(func, &f.body, f.var) {
+                Some(b) => {
+                    sparse = true;
+                    b
+                }
+                None => break,
+            }
+        };
+        out.push(PointLoop { var: f.var, bound });
+        let mut next = match f.body.as_slice() {
+            [one] => one,
+            _ => break,
+        };
+        while let StmtKind::Block(b) = &next.kind {
+            match (b.init.as_ref(), b.body.as_slice()) {
+                (None, [one]) => next = one,
+                _ => return (out, sparse),
+            }
+        }
+        cur = next;
+    }
+    (out, sparse)
+}
+
+/// The scalar extent of a spatial iterator of a block directly under a loop (through
+/// single-statement blocks) that is bound to exactly `v`.
+fn iterator_bound(func: &Func, body: &[Stmt], v: VarId) -> Option<Expr> {
+    let [one] = body else { return None };
+    let StmtKind::Block(b) = &one.kind else { return None };
+    b.iters
+        .iter()
+        .find(|it| it.kind == IterKind::Spatial && it.binding == Expr::Var(v) && host_evaluable(func, &it.extent))
+        .map(|it| it.extent.clone())
+}
+
+/// Rewrites every accumulating store under `stmt` into `atomic_add`.
+fn make_atomic(stmt: &mut Stmt) {
+    if let StmtKind::Store { buffer, indices, value } = &stmt.kind {
+        if let Some(e) = sparsec_passes::accumulation(*buffer, indices, value) {
+            stmt.kind = StmtKind::Evaluate(Expr::AtomicAdd(*buffer, indices.clone(), Box::new(e)));
+        }
+        return;
+    }
+    for list in stmt.kind.child_lists_mut() {
+        list.iter_mut().for_each(make_atomic);
+    }
 }
 
 /// Evaluates an integer expression over scalar parameter values (`None` when it reads

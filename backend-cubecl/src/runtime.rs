@@ -41,9 +41,21 @@ pub fn wgpu_client() -> Client {
 }
 
 /// The first CUDA device.
+///
+/// Errors with [`CubeclError::Unavailable`] when no CUDA driver library or no device is
+/// found (CubeCL itself panics then).
 #[cfg(feature = "cuda")]
-pub fn cuda_client() -> Client {
-    cubecl::cuda::CudaRuntime::client(&Default::default())
+pub fn cuda_client() -> Result<Client, CubeclError> {
+    // SAFETY: loads the driver library, if any, and calls nothing else.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(CubeclError::Unavailable("no CUDA driver library (libcuda.so) was found".into()));
+    }
+    let count = cudarc::driver::result::init().and_then(|_| cudarc::driver::result::device::get_count());
+    match count {
+        Ok(n) if n > 0 => Ok(cubecl::cuda::CudaRuntime::client(&Default::default())),
+        Ok(_) => Err(CubeclError::Unavailable("the CUDA driver reports no device".into())),
+        Err(e) => Err(CubeclError::Unavailable(format!("the CUDA driver failed to start: {e}"))),
+    }
 }
 
 /// Grid and cube dimensions of one launch.
@@ -357,7 +369,7 @@ impl CompiledProgram {
             let kernel = k.ir_kernel(&shape, Vec::new(), None, Arc::new(target.clone()));
             let def = kernel.try_define()?;
             let src = compile(def).map_err(RuntimeError::Server)?;
-            out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(plan)));
+            out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(&k.program.func, plan)));
             out.push_str(&src);
             out.push('\n');
         }
@@ -377,10 +389,13 @@ fn representative_shape(k: &KernelPlan) -> LaunchShape {
     LaunchShape { cubes: [1, 1, 1], units, spill_x: false }
 }
 
-fn describe_launch(k: &KernelPlan) -> String {
+fn describe_launch(func: &sparsec_ir::Func, k: &KernelPlan) -> String {
     match &k.launch {
         LaunchPlan::Threads { .. } => "thread-bound loops".into(),
-        LaunchPlan::PerIteration { .. } => format!("one unit per outer iteration, {} per cube", plan::DEFAULT_CUBE_DIM),
+        LaunchPlan::PerIteration { loops } => {
+            let names: Vec<&str> = loops.iter().map(|l| func.vars.try_get(l.var).map_or("?", |v| v.name.as_str())).collect();
+            format!("one unit per iteration of ({}), {} per cube", names.join(", "), plan::DEFAULT_CUBE_DIM)
+        }
         LaunchPlan::Single => "one unit".into(),
     }
 }
@@ -472,8 +487,11 @@ impl CompiledKernel {
         let eval = |e: &sparsec_ir::Expr| plan::host_eval(func, e, ints).ok_or_else(|| bad("an extent cannot be evaluated".into()));
         let (mut cubes, units) = match &k.launch {
             LaunchPlan::Single => ([1u64, 1, 1], [1u64, 1, 1]),
-            LaunchPlan::PerIteration { extent } => {
-                let n = eval(extent)?.max(0) as u64;
+            LaunchPlan::PerIteration { loops } => {
+                let mut n = 1u64;
+                for l in loops {
+                    n = n.saturating_mul(eval(&l.bound)?.max(0) as u64);
+                }
                 let d = plan::DEFAULT_CUBE_DIM as u64;
                 ([n.div_ceil(d).max(1), 1, 1], [d, 1, 1])
             }

@@ -47,6 +47,7 @@ pub fn stage_iii(f: &Func, trace: Option<&Trace>, auto: Option<Auto>) -> Result<
 }
 
 /// A feature this binary was built without.
+#[cfg(not(all(feature = "mlir", feature = "cubecl", feature = "cuda")))]
 fn missing(feature: &str) -> Box<dyn std::error::Error> {
     format!("this sparsec was built without the `{feature}` feature").into()
 }

@@ -452,6 +452,18 @@ impl StmtKind {
         }
     }
 
+    /// [`StmtKind::child_lists`], mutable.
+    pub fn child_lists_mut(&mut self) -> Vec<&mut Vec<Stmt>> {
+        match self {
+            StmtKind::SpIter(it) => it.init.iter_mut().chain(std::iter::once(&mut it.body)).collect(),
+            StmtKind::For(f) => vec![&mut f.body],
+            StmtKind::Block(b) => b.init.iter_mut().chain(std::iter::once(&mut b.body)).collect(),
+            StmtKind::If { then_body, else_body, .. } => vec![then_body, else_body],
+            StmtKind::While { body, .. } => vec![body],
+            StmtKind::Store { .. } | StmtKind::Let { .. } | StmtKind::Alloc(_) | StmtKind::Evaluate(_) => vec![],
+        }
+    }
+
     /// Expressions held directly by this statement (not by nested statements).
     pub fn exprs(&self) -> Vec<&Expr> {
         match self {

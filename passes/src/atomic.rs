@@ -3,7 +3,8 @@
 //!
 //! A store `B[idx] = B[idx] + e` (or `e + B[idx]`, with `e` not reading `B`) is rewritten to
 //! `atomic_add(B[idx], e)` when
-//! * the innermost enclosing block is annotated `atomic = true`, or
+//! * an enclosing block is annotated `atomic = true` (a sparse iteration's annotation lands
+//!   on its outermost block, so annotating the iteration covers all of it), or
 //! * the pass proves the element is shared: `idx` does not depend on the variable of an
 //!   enclosing loop bound to `blockIdx.*`/`threadIdx.*` (looking through block bindings and
 //!   `let`s), so every iteration of that loop — every block or thread — updates the same
@@ -33,7 +34,7 @@ pub fn lower_atomic(f: &Func) -> Result<Func, PassError> {
 }
 
 /// What is known at a statement: thread-bound loops around it, the values of block
-/// variables and `let`s, and whether the innermost block asks for atomics.
+/// variables and `let`s, and whether an enclosing block asks for atomics.
 #[derive(Default, Clone)]
 struct Context {
     threads: Vec<VarId>,
@@ -65,7 +66,7 @@ impl Context {
                 for it in &b.iters {
                     inner.values.insert(it.var, it.binding.clone());
                 }
-                inner.forced = matches!(b.attrs.get(ATOMIC_ATTR), Some(AttrValue::Bool(true)));
+                inner.forced |= matches!(b.attrs.get(ATOMIC_ATTR), Some(AttrValue::Bool(true)));
                 if let Some(init) = &mut b.init {
                     inner.stmts(init);
                 }
@@ -80,7 +81,7 @@ impl Context {
             }
             StmtKind::While { body, .. } => self.clone().stmts(body),
             StmtKind::Store { buffer, indices, value } => {
-                if let Some(e) = accumulated(*buffer, indices, value) {
+                if let Some(e) = accumulation(*buffer, indices, value) {
                     if self.forced || self.shared(indices) {
                         s.kind = StmtKind::Evaluate(Expr::AtomicAdd(*buffer, indices.clone(), Box::new(e)));
                     }
@@ -119,8 +120,9 @@ fn self_dtype(e: &Expr) -> sparsec_ir::DType {
     }
 }
 
-/// `e` when `value` is `buf[idx] + e` or `e + buf[idx]` and `e` does not read `buf`.
-fn accumulated(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
+/// `e` when `value` is `buf[idx] + e` or `e + buf[idx]` and `e` does not read `buf`: the
+/// store `buf[idx] = value` then only adds `e`.
+pub fn accumulation(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
     let Expr::Binary(BinOp::Add, a, b) = value else { return None };
     let is_self = |x: &Expr| matches!(x, Expr::Load(bb, ii) if *bb == buf && ii.as_slice() == idx);
     let reads_buf = |x: &Expr| {
@@ -135,4 +137,55 @@ fn accumulated(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
     } else {
         None
     }
+}
+
+/// Whether `stmts` only accumulate, so their iterations may run in any order: every store
+/// is `B[i] = B[i] + e` (or an `atomic_add`), no other expression reads a buffer they write,
+/// and they neither allocate nor hold `init` sections. Any stage.
+pub fn accumulates_only(f: &Func, stmts: &[Stmt]) -> bool {
+    use sparsec_ir::func::{walk_stmts, Storage};
+    let mut written: Vec<Storage> = Vec::new();
+    let mut ok = true;
+    walk_stmts(stmts, &mut |s| {
+        match &s.kind {
+            StmtKind::Store { buffer, indices, value } => {
+                ok &= accumulation(*buffer, indices, value).is_some();
+                written.push(f.buffers[*buffer].storage);
+            }
+            StmtKind::Alloc(_) => ok = false,
+            StmtKind::Block(b) => ok &= b.init.is_none(),
+            StmtKind::SpIter(it) => ok &= it.init.is_none(),
+            _ => {}
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, _, _) = x {
+                    written.push(f.buffers[*b].storage);
+                }
+            });
+        }
+    });
+    if !ok {
+        return false;
+    }
+    let reads_written = |e: &Expr| {
+        let mut hit = false;
+        e.walk(&mut |x| {
+            if let Expr::Load(b, _) = x {
+                hit |= written.contains(&f.buffers[*b].storage);
+            }
+        });
+        hit
+    };
+    walk_stmts(stmts, &mut |s| match &s.kind {
+        StmtKind::Store { buffer, indices, value } => {
+            let added = accumulation(*buffer, indices, value);
+            ok &= !indices.iter().any(reads_written) && !added.is_some_and(|e| reads_written(&e));
+        }
+        StmtKind::Evaluate(Expr::AtomicAdd(_, indices, e)) => {
+            ok &= !indices.iter().any(reads_written) && !reads_written(e);
+        }
+        k => ok &= !k.exprs().into_iter().any(reads_written),
+    });
+    ok
 }

@@ -20,7 +20,7 @@ mod lower_iter;
 pub mod scope;
 pub mod simplify;
 
-pub use atomic::{lower_atomic, ATOMIC_ATTR};
+pub use atomic::{accumulates_only, accumulation, lower_atomic, ATOMIC_ATTR};
 pub use decompose::{
     block_group_coo_rule, bsr_rule, decompose_format, ell3d_rule, ell_rule, extract_preprocess,
     group_coo_rule, hyb_rules, nm_2_4_rule, padding_rule, remove_preprocess, sr_bcrs_rule,

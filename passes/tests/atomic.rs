@@ -103,3 +103,59 @@ fn stage_one_is_refused() {
     let f = parse_func("csrmm", &text).unwrap();
     assert!(matches!(lower_atomic(&f), Err(sparsec_passes::PassError::WrongStage { .. })));
 }
+
+#[test]
+fn an_outer_block_annotation_covers_inner_blocks() {
+    // The annotation sits on a block around the loop, as `annotate` on a sparse iteration
+    // leaves it; the accumulation two levels down still becomes atomic.
+    let text = r#"func outer(a: handle, b: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) stage III {
+  buffer A = match_buffer(a, [nnz], f32)
+  buffer B = match_buffer(b, [n], f32)
+  buffer J_indptr = match_buffer(indptr, [m + 1], i32)
+  buffer J_indices = match_buffer(indices, [nnz], i32)
+  for i in blockIdx.x(m) {
+    block rows(vi: spatial(m) = i) attrs(atomic = true) {
+      for j in serial(J_indptr[vi + 1] - J_indptr[vi]) {
+        block cols(vj: reduce(nnz) = J_indptr[vi] + j) {
+          B[J_indices[vj]] = B[J_indices[vj]] + A[vj]
+        }
+      }
+    }
+  }
+}
+"#;
+    let f = parse_func("outer", text).unwrap();
+    let lowered = print_func(&lower_atomic(&f).unwrap());
+    assert!(lowered.contains("atomic_add(B[J_indices[vj]], A[vj])"), "{lowered}");
+    let got = run(&parse_func("outer", &lowered).unwrap(), &csr_args()).unwrap();
+    assert_eq!(got.arrays["b"], Array::F32(vec![5.0, 8.0, 8.0]));
+}
+
+/// `accumulates_only` over the body of the first top-level loop of `body` (a Stage-III
+/// function over A[n] and B[n]).
+fn only_accumulates(body: &str) -> bool {
+    let text = format!(
+        "func f(a: handle, b: handle, n: i32) stage III {{\n  buffer A = match_buffer(a, [n], f32)\n  buffer B = match_buffer(b, [n], f32)\n{body}}}\n"
+    );
+    let f = parse_func("f", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    sparsec_passes::accumulates_only(&f, &f.body)
+}
+
+#[test]
+fn accumulation_only_nests_are_recognised() {
+    let acc = "  for i in serial(n) {\n    B[(i * 7) % n] = B[(i * 7) % n] + A[i] * 2.0\n  }\n";
+    assert!(only_accumulates(acc));
+    let commuted = "  for i in serial(n) {\n    B[i] = A[i] + B[i]\n    atomic_add(B[0], A[i])\n  }\n";
+    assert!(only_accumulates(commuted));
+    // A plain store, a read of the output elsewhere, an output-dependent index, and an init
+    // each make the order matter.
+    for body in [
+        "  for i in serial(n) {\n    B[i] = A[i]\n  }\n",
+        "  for i in serial(n) {\n    B[i] = B[i] + B[0]\n  }\n",
+        "  for i in serial(n) {\n    A[i] = A[i] + B[i]\n    B[i] = B[i] + 1.0\n  }\n",
+        "  for i in serial(n) {\n    if B[0] > 0.0 {\n      B[i] = B[i] + 1.0\n    }\n  }\n",
+        "  for i in serial(n) {\n    block s(vi: reduce(n) = i) {\n      init {\n        B[0] = 0.0\n      }\n      B[0] = B[0] + A[vi]\n    }\n  }\n",
+    ] {
+        assert!(!only_accumulates(body), "{body}");
+    }
+}

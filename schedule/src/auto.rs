@@ -7,16 +7,21 @@
 //!
 //! * [`cpu`]: independent outermost loops become `parallel`, and an innermost loop that
 //!   drives only spatial iterators becomes `vectorized`.
-//! * [`gpu`]: independent outermost loops are split by the thread count and bound to
-//!   `blockIdx.x` × `threadIdx.x`.
+//! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
+//!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`.
+//! * [`gpu_sparse`] (Stage I, before [`gpu`]): a sparse iteration that only accumulates
+//!   (`Y[..] = Y[..] + e`, no `init`) gets its first pair of spatial iterators that form a
+//!   parent chain (say a relation and its rows) fused, so one loop walks all their
+//!   positions, and is annotated `atomic`: rows of different parents may share an output
+//!   element, and [`gpu_full`] lowers the annotated accumulations to `atomic_add`.
 //!
 //! Every step goes through the ordinary primitives, so the trace replays the result.
 
 use crate::error::ScheduleError;
 use crate::schedule::{BlockRv, Schedule};
 use crate::tree;
-use sparsec_ir::func::{Block, Func, Stmt, StmtKind, VarId, walk_stmts};
-use sparsec_ir::{IterKind, Stage, ThreadTag};
+use sparsec_ir::func::{AttrValue, Block, Func, Stmt, StmtKind, VarId, walk_stmts};
+use sparsec_ir::{Expr, IterKind, Stage, ThreadTag};
 
 type Result<T> = std::result::Result<T, ScheduleError>;
 
@@ -52,11 +57,61 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
     for nest in nests(sch.func()) {
         if nest.independent {
             let block: BlockRv = sch.get_block(&nest.block)?;
-            let outer = sch.get_loops(block)?[0];
+            let loops = sch.get_loops(block)?;
+            let outer = if nest.depth > 1 { sch.fuse(&loops[..nest.depth])? } else { loops[0] };
             let parts = sch.split(outer, &[None, Some(threads)])?;
             sch.bind(parts[0], ThreadTag::BlockIdxX)?;
             sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
         }
+    }
+    Ok(())
+}
+
+/// Stage-I part of the GPU default (see the module documentation). Returns whether some
+/// iteration was annotated `atomic`.
+pub fn gpu_sparse(sch: &mut Schedule) -> Result<bool> {
+    sch.need_stage_i("auto::gpu_sparse")?;
+    let mut annotated = false;
+    let candidates: Vec<(String, Vec<IterKind>)> = sch
+        .func()
+        .body
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StmtKind::SpIter(it) if it.init.is_none() && sparsec_passes::accumulates_only(sch.func(), &it.body) => {
+                Some((it.name.clone(), it.iter_kinds()?))
+            }
+            _ => None,
+        })
+        .collect();
+    for (name, kinds) in candidates {
+        let sp = sch.get_sparse_iteration(&name)?;
+        let iters = sch.get_sp_iters(sp)?;
+        for k in 1..kinds.len().min(iters.len()) {
+            if kinds[k - 1] == IterKind::Spatial && kinds[k] == IterKind::Spatial {
+                // Pairs the primitive refuses (not a parent chain from a root) are skipped.
+                if sch.sparse_fuse(sp, &[iters[k - 1], iters[k]]).is_ok() {
+                    sch.annotate(sp, sparsec_passes::ATOMIC_ATTR, AttrValue::Bool(true))?;
+                    annotated = true;
+                    break;
+                }
+            }
+        }
+    }
+    Ok(annotated)
+}
+
+/// The whole GPU default on a schedule at any stage: [`gpu_sparse`] and `lower_sparse_iter`
+/// at Stage I, then [`gpu`], then `lower_atomic` when an iteration was annotated. Leaves the
+/// function at Stage II (or III when it started there).
+pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
+    let mut atomic = false;
+    if sch.func().stage == Stage::I {
+        atomic = gpu_sparse(sch)?;
+        sch.lower_sparse_iter()?;
+    }
+    gpu(sch, threads)?;
+    if atomic {
+        sch.lower_atomic()?;
     }
     Ok(())
 }
@@ -68,7 +123,12 @@ pub fn cpu_schedule(func: &Func) -> Result<Func> {
 
 /// `func` (any stage) with the GPU default of `threads` units per block, lowered to Stage III.
 pub fn gpu_schedule(func: &Func, threads: i64) -> Result<Func> {
-    scheduled(func, |s| gpu(s, threads))
+    let mut sch = Schedule::new(func.clone())?;
+    gpu_full(&mut sch, threads)?;
+    if sch.func().stage == Stage::II {
+        sch.lower_sparse_buffer()?;
+    }
+    Ok(sch.into_func())
 }
 
 /// Lowers `func` to Stage II, applies `apply`, lowers to Stage III.
@@ -84,10 +144,13 @@ fn scheduled(func: &Func, apply: impl FnOnce(&mut Schedule) -> Result<()>) -> Re
     Ok(sch.into_func())
 }
 
-/// An outermost loop: the first block found under it, and whether its iterations are independent.
+/// An outermost loop: the first block found under it, whether its iterations are
+/// independent, and how many loops from it down form a perfect chain of independent loops
+/// with extents free of loads (1 when only the outermost qualifies).
 struct Nest {
     block: String,
     independent: bool,
+    depth: usize,
 }
 
 /// The serial outermost loops of `f` (not under any loop or block) that contain a block.
@@ -106,9 +169,37 @@ fn nests(f: &Func) -> Vec<Nest> {
         let firsts = first_blocks(&l.body);
         let Some(first) = firsts.first() else { continue };
         let independent = firsts.iter().all(|b| drives_only_spatial(b, l.var));
-        out.push(Nest { block: first.name.clone(), independent });
+        out.push(Nest { block: first.name.clone(), independent, depth: chain_depth(l) });
     }
     out
+}
+
+/// 1 + the number of loops directly nested under `l`, one in the other, that are
+/// independent and whose extents read no buffer.
+fn chain_depth(l: &sparsec_ir::For) -> usize {
+    let mut depth = 1;
+    let mut cur = l;
+    while let [Stmt { kind: StmtKind::For(inner), .. }] = cur.body.as_slice() {
+        let firsts = first_blocks(&inner.body);
+        let ok = inner.kind == sparsec_ir::ForKind::Serial
+            && !firsts.is_empty()
+            && firsts.iter().all(|b| drives_only_spatial(b, inner.var))
+            && !reads_buffer(&inner.extent)
+            && !reads_buffer(&inner.min);
+        if !ok {
+            break;
+        }
+        depth += 1;
+        cur = inner;
+    }
+    depth
+}
+
+/// Whether `e` loads from a buffer.
+fn reads_buffer(e: &Expr) -> bool {
+    let mut hit = false;
+    e.walk(&mut |x| hit |= matches!(x, Expr::Load(..) | Expr::AtomicAdd(..)));
+    hit
 }
 
 /// Whether `v` feeds some spatial iterator of `b` and no reduction iterator.
