@@ -7,12 +7,8 @@ mod common;
 
 use common::{differential, sched1, workload, Agree};
 use sparsec_ir::ThreadTag::*;
-use sparsec_schedule::{LoopRv, Schedule};
-
-fn loops(sch: &mut Schedule, block: &str) -> Vec<LoopRv> {
-    let b = sch.get_block(block).unwrap();
-    sch.get_loops(b).unwrap()
-}
+use sparsec_schedule::Schedule;
+use sparsec_testkit::schedules::{self as hand, loops};
 
 /// Replaying the trace (also through JSON) on the original program gives the same text.
 fn check_replay(name: &str, sch: &Schedule) {
@@ -28,24 +24,9 @@ fn check_replay(name: &str, sch: &Schedule) {
     assert_eq!(back.replay(&original).unwrap().text(), sch.text());
 }
 
-/// csrmm, one row per GPU block and the features across threads.
-pub fn csrmm_row_per_block() -> Schedule {
-    let mut sch = sched1("csrmm");
-    sch.lower_sparse_iter().unwrap();
-    let i = loops(&mut sch, "csrmm0")[0];
-    sch.bind(i, BlockIdxX).unwrap();
-    let k = loops(&mut sch, "csrmm1")[1];
-    let k = sch.split(k, &[None, Some(4)]).unwrap();
-    sch.bind(k[1], ThreadIdxX).unwrap();
-    let k = loops(&mut sch, "csrmm_init1")[0];
-    let k = sch.split(k, &[None, Some(4)]).unwrap();
-    sch.bind(k[1], ThreadIdxX).unwrap();
-    sch
-}
-
 #[test]
 fn csrmm_row_per_block_features_across_threads() {
-    let sch = csrmm_row_per_block();
+    let sch = hand::csrmm_row_per_block(4);
     insta::assert_snapshot!("csrmm_row_per_block", sch.text());
     check_replay("csrmm", &sch);
     differential("csrmm", &workload("csrmm"), sch.func(), Agree::Exactly);
@@ -53,17 +34,13 @@ fn csrmm_row_per_block_features_across_threads() {
 
 #[test]
 fn sddmm_fused_nonzeros_split_over_threads() {
-    let mut sch = sched1("sddmm");
-    let sp = sch.get_sparse_iteration("sddmm").unwrap();
-    let it = sch.get_sp_iters(sp).unwrap();
-    sch.sparse_fuse(sp, &[it[0], it[1]]).unwrap();
     // Stage I alone keeps the meaning.
-    differential("sddmm", &workload("sddmm"), sch.func(), Agree::Exactly);
-    sch.lower_sparse_iter().unwrap();
-    let ij = loops(&mut sch, "sddmm0")[0];
-    let ij = sch.split(ij, &[None, Some(32)]).unwrap();
-    sch.bind(ij[0], BlockIdxX).unwrap();
-    sch.bind(ij[1], ThreadIdxX).unwrap();
+    let mut fused = sched1("sddmm");
+    let sp = fused.get_sparse_iteration("sddmm").unwrap();
+    let it = fused.get_sp_iters(sp).unwrap();
+    fused.sparse_fuse(sp, &[it[0], it[1]]).unwrap();
+    differential("sddmm", &workload("sddmm"), fused.func(), Agree::Exactly);
+    let mut sch = hand::sddmm_fused_nonzeros(32);
     let k = loops(&mut sch, "sddmm1")[0];
     sch.unroll(k).unwrap();
     insta::assert_snapshot!("sddmm_fuse_split", sch.text());
@@ -73,22 +50,7 @@ fn sddmm_fused_nonzeros_split_over_threads() {
 
 #[test]
 fn bsrmm_block_columns_outside_then_bound() {
-    let mut sch = sched1("bsrmm");
-    let sp = sch.get_sparse_iteration("bsrmm").unwrap();
-    let it = sch.get_sp_iters(sp).unwrap();
-    let (i, bi, bj, f, j) = (it[0], it[1], it[2], it[3], it[4]);
-    sch.sparse_reorder(sp, &[i, j, bi, bj, f]).unwrap();
-    sch.lower_sparse_iter().unwrap();
-    let i = loops(&mut sch, "bsrmm0")[0];
-    sch.bind(i, BlockIdxX).unwrap();
-    let init = loops(&mut sch, "bsrmm_init1");
-    sch.bind(init[0], ThreadIdxY).unwrap();
-    sch.bind(init[1], ThreadIdxX).unwrap();
-    let l = loops(&mut sch, "bsrmm1");
-    // [j, bi, bj, f]: the block's rows and features go to threads, j and bj stay serial.
-    sch.reorder(&[l[1], l[3], l[0], l[2]]).unwrap();
-    sch.bind(l[1], ThreadIdxY).unwrap();
-    sch.bind(l[3], ThreadIdxX).unwrap();
+    let sch = hand::bsrmm_block_rows();
     insta::assert_snapshot!("bsrmm_reorder_bind", sch.text());
     check_replay("bsrmm", &sch);
     // j now runs outside bj: the sum is reassociated.
@@ -97,19 +59,7 @@ fn bsrmm_block_columns_outside_then_bound() {
 
 #[test]
 fn ellmm_threads_over_block_rows_and_features() {
-    let mut sch = sched1("ellmm");
-    sch.lower_sparse_iter().unwrap();
-    let i = loops(&mut sch, "ellmm0")[0];
-    sch.bind(i, BlockIdxX).unwrap();
-    let init = loops(&mut sch, "ellmm_init1");
-    sch.bind(init[0], ThreadIdxY).unwrap();
-    sch.bind(init[1], ThreadIdxX).unwrap();
-    let l = loops(&mut sch, "ellmm1");
-    let (j, bi, bj, f) = (l[0], l[1], l[2], l[3]);
-    sch.reorder(&[bi, f, j, bj]).unwrap();
-    sch.bind(bi, ThreadIdxY).unwrap();
-    sch.bind(f, ThreadIdxX).unwrap();
-    sch.unroll(bj).unwrap();
+    let sch = hand::ellmm_threads();
     insta::assert_snapshot!("ellmm_binds", sch.text());
     check_replay("ellmm", &sch);
     differential("ellmm", &workload("ellmm"), sch.func(), Agree::Exactly);

@@ -1,8 +1,10 @@
 //! Test support shared by every crate's end-to-end tests: a plain CSR matrix, a seeded RNG,
-//! the workloads with their oracles, and float comparison.
+//! the workloads with their oracles, hand-written GPU schedules, and float comparison.
 
 /// The corpus workloads with inputs and oracles.
 pub mod workloads;
+/// Hand-written GPU schedules of the corpus.
+pub mod schedules;
 
 use sparsec::ir::data::{Args, Array};
 use sparsec::ir::Func;

@@ -5,7 +5,8 @@
 use super::common::{check_all, workload};
 use sparsec_backend_cubecl::{compile, compile_with_structure};
 use sparsec_ir::ThreadTag::*;
-use sparsec_schedule::{LoopRv, Schedule};
+use sparsec_schedule::Schedule;
+use sparsec_testkit::schedules::{self as hand, loops};
 
 fn unscheduled(name: &str) {
     let prog = compile(&workload(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -43,42 +44,16 @@ workload_tests!(
     rgcn_hetero_forward, sparse_softmax, csr2bsr,
 );
 
-fn loops(sch: &mut Schedule, block: &str) -> Vec<LoopRv> {
-    let b = sch.get_block(block).unwrap();
-    sch.get_loops(b).unwrap()
-}
-
-fn sched1(name: &str) -> Schedule {
-    Schedule::new(workload(name)).unwrap()
-}
-
 #[test]
 fn scheduled_csrmm_row_per_block() {
-    let mut sch = sched1("csrmm");
-    sch.lower_sparse_iter().unwrap();
-    let i = loops(&mut sch, "csrmm0")[0];
-    sch.bind(i, BlockIdxX).unwrap();
-    let k = loops(&mut sch, "csrmm1")[1];
-    let k = sch.split(k, &[None, Some(8)]).unwrap();
-    sch.bind(k[1], ThreadIdxX).unwrap();
-    let k = loops(&mut sch, "csrmm_init1")[0];
-    let k = sch.split(k, &[None, Some(8)]).unwrap();
-    sch.bind(k[1], ThreadIdxX).unwrap();
+    let sch = hand::csrmm_row_per_block(8);
     let prog = compile(sch.func()).unwrap();
     check_all("csrmm", "row per block", &prog);
 }
 
 #[test]
 fn scheduled_sddmm_fused_nonzeros() {
-    let mut sch = sched1("sddmm");
-    let sp = sch.get_sparse_iteration("sddmm").unwrap();
-    let it = sch.get_sp_iters(sp).unwrap();
-    sch.sparse_fuse(sp, &[it[0], it[1]]).unwrap();
-    sch.lower_sparse_iter().unwrap();
-    let ij = loops(&mut sch, "sddmm0")[0];
-    let ij = sch.split(ij, &[None, Some(32)]).unwrap();
-    sch.bind(ij[0], BlockIdxX).unwrap();
-    sch.bind(ij[1], ThreadIdxX).unwrap();
+    let mut sch = hand::sddmm_fused_nonzeros(32);
     let k = loops(&mut sch, "sddmm1")[0];
     sch.unroll(k).unwrap();
     let prog = compile(sch.func()).unwrap();
@@ -87,41 +62,13 @@ fn scheduled_sddmm_fused_nonzeros() {
 
 #[test]
 fn scheduled_bsrmm_threads_over_block_rows_and_features() {
-    let mut sch = sched1("bsrmm");
-    let sp = sch.get_sparse_iteration("bsrmm").unwrap();
-    let it = sch.get_sp_iters(sp).unwrap();
-    let (i, bi, bj, f, j) = (it[0], it[1], it[2], it[3], it[4]);
-    sch.sparse_reorder(sp, &[i, j, bi, bj, f]).unwrap();
-    sch.lower_sparse_iter().unwrap();
-    let i = loops(&mut sch, "bsrmm0")[0];
-    sch.bind(i, BlockIdxX).unwrap();
-    let init = loops(&mut sch, "bsrmm_init1");
-    sch.bind(init[0], ThreadIdxY).unwrap();
-    sch.bind(init[1], ThreadIdxX).unwrap();
-    let l = loops(&mut sch, "bsrmm1");
-    sch.reorder(&[l[1], l[3], l[0], l[2]]).unwrap();
-    sch.bind(l[1], ThreadIdxY).unwrap();
-    sch.bind(l[3], ThreadIdxX).unwrap();
-    let prog = compile(sch.func()).unwrap();
+    let prog = compile(hand::bsrmm_block_rows().func()).unwrap();
     check_all("bsrmm", "block rows and features on threads", &prog);
 }
 
 #[test]
 fn scheduled_ellmm_threads() {
-    let mut sch = sched1("ellmm");
-    sch.lower_sparse_iter().unwrap();
-    let i = loops(&mut sch, "ellmm0")[0];
-    sch.bind(i, BlockIdxX).unwrap();
-    let init = loops(&mut sch, "ellmm_init1");
-    sch.bind(init[0], ThreadIdxY).unwrap();
-    sch.bind(init[1], ThreadIdxX).unwrap();
-    let l = loops(&mut sch, "ellmm1");
-    let (j, bi, bj, f) = (l[0], l[1], l[2], l[3]);
-    sch.reorder(&[bi, f, j, bj]).unwrap();
-    sch.bind(bi, ThreadIdxY).unwrap();
-    sch.bind(f, ThreadIdxX).unwrap();
-    sch.unroll(bj).unwrap();
-    let prog = compile(sch.func()).unwrap();
+    let prog = compile(hand::ellmm_threads().func()).unwrap();
     check_all("ellmm", "threads", &prog);
 }
 

@@ -1,0 +1,87 @@
+//! Hand-written GPU schedules of the corpus, shared by the schedule, MLIR and CubeCL tests.
+//! Each returns the schedule at Stage II, after its last primitive, so a caller can add
+//! steps, check the trace, or lower it.
+
+use sparsec::ir::ThreadTag::*;
+use sparsec::schedule::{LoopRv, Schedule};
+
+/// The loops around block `block`, outermost first.
+pub fn loops(sch: &mut Schedule, block: &str) -> Vec<LoopRv> {
+    let b = sch.get_block(block).unwrap_or_else(|e| panic!("{block}: {e}"));
+    sch.get_loops(b).unwrap_or_else(|e| panic!("{block}: {e}"))
+}
+
+/// A schedule of corpus workload `name`, at Stage I.
+pub fn stage1(name: &str) -> Schedule {
+    Schedule::new(crate::workload(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// csrmm: one row per GPU block; the features (of the product and of its init) split by
+/// `threads` with the inner part over `threadIdx.x`.
+pub fn csrmm_row_per_block(threads: i64) -> Schedule {
+    let mut sch = stage1("csrmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    for block in ["csrmm1", "csrmm_init1"] {
+        let k = *loops(&mut sch, block).last().unwrap();
+        let k = sch.split(k, &[None, Some(threads)]).unwrap();
+        sch.bind(k[1], ThreadIdxX).unwrap();
+    }
+    sch
+}
+
+/// sddmm: rows and their nonzeros fused (Stage I), split by `threads` over
+/// `blockIdx.x` × `threadIdx.x`.
+pub fn sddmm_fused_nonzeros(threads: i64) -> Schedule {
+    let mut sch = stage1("sddmm");
+    let sp = sch.get_sparse_iteration("sddmm").unwrap();
+    let it = sch.get_sp_iters(sp).unwrap();
+    sch.sparse_fuse(sp, &[it[0], it[1]]).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let ij = loops(&mut sch, "sddmm0")[0];
+    let ij = sch.split(ij, &[None, Some(threads)]).unwrap();
+    sch.bind(ij[0], BlockIdxX).unwrap();
+    sch.bind(ij[1], ThreadIdxX).unwrap();
+    sch
+}
+
+/// bsrmm: block columns moved outside the block (Stage I), block rows over GPU blocks, the
+/// block's rows × features over `threadIdx.y` × `threadIdx.x`.
+pub fn bsrmm_block_rows() -> Schedule {
+    let mut sch = stage1("bsrmm");
+    let sp = sch.get_sparse_iteration("bsrmm").unwrap();
+    let it = sch.get_sp_iters(sp).unwrap();
+    let (i, bi, bj, f, j) = (it[0], it[1], it[2], it[3], it[4]);
+    sch.sparse_reorder(sp, &[i, j, bi, bj, f]).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "bsrmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let init = loops(&mut sch, "bsrmm_init1");
+    sch.bind(init[0], ThreadIdxY).unwrap();
+    sch.bind(init[1], ThreadIdxX).unwrap();
+    // [j, bi, bj, f]: the block's rows and features go to threads, j and bj stay serial.
+    let l = loops(&mut sch, "bsrmm1");
+    sch.reorder(&[l[1], l[3], l[0], l[2]]).unwrap();
+    sch.bind(l[1], ThreadIdxY).unwrap();
+    sch.bind(l[3], ThreadIdxX).unwrap();
+    sch
+}
+
+/// ellmm: rows over GPU blocks, block rows × features over threads, block columns unrolled.
+pub fn ellmm_threads() -> Schedule {
+    let mut sch = stage1("ellmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "ellmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let init = loops(&mut sch, "ellmm_init1");
+    sch.bind(init[0], ThreadIdxY).unwrap();
+    sch.bind(init[1], ThreadIdxX).unwrap();
+    let l = loops(&mut sch, "ellmm1");
+    let (j, bi, bj, f) = (l[0], l[1], l[2], l[3]);
+    sch.reorder(&[bi, f, j, bj]).unwrap();
+    sch.bind(bi, ThreadIdxY).unwrap();
+    sch.bind(f, ThreadIdxX).unwrap();
+    sch.unroll(bj).unwrap();
+    sch
+}
