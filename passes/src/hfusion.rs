@@ -11,7 +11,7 @@
 //! the same output).
 
 use crate::build::{add, bin, sub};
-use crate::simplify::{child_lists_mut, map_stmt_exprs, simplify_expr};
+use crate::simplify::{map_stmt_exprs, simplify_expr};
 use crate::PassError;
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{For, Func, Stmt, StmtKind, Storage, VarId};
@@ -175,7 +175,7 @@ fn substitute(stmts: &mut [Stmt], v: VarId, by: &Expr) {
                 e
             }
         });
-        for child in child_lists_mut(&mut s.kind) {
+        for child in s.kind.child_lists_mut() {
             substitute(child, v, by);
         }
     }
@@ -197,7 +197,7 @@ fn pad_threads(f: &Func, stmts: &mut [Stmt], widest: &HashMap<ThreadTag, Expr>) 
                 }
             }
         }
-        for child in child_lists_mut(&mut s.kind) {
+        for child in s.kind.child_lists_mut() {
             pad_threads(f, child, widest);
         }
     }

@@ -6,7 +6,7 @@
 //! and dense buffers are row-major.
 
 use crate::build::{add, mul};
-use crate::simplify::{child_lists_mut, map_stmt_exprs, simplify_expr, simplify_func};
+use crate::simplify::{map_stmt_exprs, simplify_expr, simplify_func};
 use crate::PassError;
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{AxisId, Buffer, BufferId, Func, Layout, ParamId, Region, RegionRange, Stmt, StmtKind, Storage};
@@ -211,7 +211,7 @@ impl Flattener<'_> {
                     it.extent = self.expr(std::mem::replace(&mut it.extent, Expr::Bool(false)));
                 }
             }
-            for child in child_lists_mut(&mut s.kind) {
+            for child in s.kind.child_lists_mut() {
                 self.stmts(child);
             }
         }

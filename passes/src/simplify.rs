@@ -97,7 +97,7 @@ pub fn simplify_expr(e: Expr) -> Expr {
 pub fn simplify_stmts(stmts: &mut [Stmt]) {
     for s in stmts {
         map_stmt_exprs(&mut s.kind, &mut |e| simplify_expr(e));
-        for child in child_lists_mut(&mut s.kind) {
+        for child in s.kind.child_lists_mut() {
             simplify_stmts(child);
         }
     }
@@ -145,17 +145,5 @@ pub fn map_stmt_exprs(k: &mut StmtKind, f: &mut impl FnMut(Expr) -> Expr) {
         StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => apply(cond),
         StmtKind::Let { value, .. } => apply(value),
         StmtKind::Evaluate(e) => apply(e),
-    }
-}
-
-/// Nested statement lists of a statement, mutably.
-pub fn child_lists_mut(k: &mut StmtKind) -> Vec<&mut Vec<Stmt>> {
-    match k {
-        StmtKind::SpIter(it) => it.init.iter_mut().chain(std::iter::once(&mut it.body)).collect(),
-        StmtKind::For(f) => vec![&mut f.body],
-        StmtKind::Block(b) => b.init.iter_mut().chain(std::iter::once(&mut b.body)).collect(),
-        StmtKind::If { then_body, else_body, .. } => vec![then_body, else_body],
-        StmtKind::While { body, .. } => vec![body],
-        _ => vec![],
     }
 }

@@ -19,7 +19,7 @@ use sparsec_ir::func::{
 use sparsec_ir::span::Span;
 use sparsec_ir::{IterKind, Scope};
 use sparsec_passes::build::{int, zero};
-use sparsec_passes::simplify::{child_lists_mut, simplify_expr};
+use sparsec_passes::simplify::simplify_expr;
 use std::collections::{HashMap, HashSet};
 
 type Result<T> = std::result::Result<T, ScheduleError>;
@@ -33,7 +33,7 @@ pub(crate) fn list_mut<'a>(body: &'a mut Vec<Stmt>, path: &[(usize, usize)]) -> 
         return Some(body);
     }
     let p = tree::get_mut(body, parent)?;
-    child_lists_mut(&mut p.kind).into_iter().nth(last.0)
+    p.kind.child_lists_mut().into_iter().nth(last.0)
 }
 
 /// The statement list that holds the statement at `path`.

@@ -2,7 +2,7 @@
 
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{Func, Stmt, StmtKind, VarId};
-use sparsec_passes::simplify::{child_lists_mut, map_stmt_exprs, simplify_expr};
+use sparsec_passes::simplify::{map_stmt_exprs, simplify_expr};
 use std::collections::{HashMap, HashSet};
 
 /// Position of a statement: for each level, (index of the child list, index in it). The
@@ -43,7 +43,7 @@ pub(crate) fn get_mut<'a>(body: &'a mut [Stmt], path: &[(usize, usize)]) -> Opti
     let (&(_, i0), rest) = path.split_first()?;
     let mut s = body.get_mut(i0)?;
     for &(l, i) in rest {
-        s = child_lists_mut(&mut s.kind).into_iter().nth(l)?.get_mut(i)?;
+        s = s.kind.child_lists_mut().into_iter().nth(l)?.get_mut(i)?;
     }
     Some(s)
 }
@@ -58,7 +58,7 @@ pub(crate) fn ancestors<'a>(body: &'a [Stmt], path: &[(usize, usize)]) -> Vec<&'
 pub(crate) fn subst_stmts(stmts: &mut [Stmt], map: &HashMap<VarId, Expr>) {
     for s in stmts {
         map_stmt_exprs(&mut s.kind, &mut |e| subst_expr(e, map));
-        for child in child_lists_mut(&mut s.kind) {
+        for child in s.kind.child_lists_mut() {
             subst_stmts(child, map);
         }
     }

@@ -22,7 +22,7 @@ fn annotate_list(f: &Func, stmts: &mut [Stmt]) {
             b.reads = reads;
             b.writes = writes;
         }
-        for child in crate::simplify::child_lists_mut(&mut s.kind) {
+        for child in s.kind.child_lists_mut() {
             annotate_list(f, child);
         }
     }
