@@ -16,55 +16,98 @@ fn cubecl_snapshots() {
     }
 }
 
-fn fixture_path() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixture/src/csrmm.rs")
+/// The workloads whose rendering `backend-cubecl/fixture` vendors.
+const VENDORED: [&str; 2] = ["csrmm", "rgcn_hetero_forward"];
+
+fn fixture_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixture/src/{name}.rs"))
 }
 
-/// The fixture crate's source is `emit_cubecl(csrmm)`; `SPARSEC_BLESS=1` rewrites it.
+/// The fixture crate's sources are `emit_cubecl` of their workloads; `SPARSEC_BLESS=1`
+/// rewrites them.
 #[test]
 fn fixture_is_in_sync() {
-    let text = emit_cubecl(&workload("csrmm")).unwrap();
-    let path = fixture_path();
-    if std::env::var("SPARSEC_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &text).unwrap();
+    for name in VENDORED {
+        let text = emit_cubecl(&workload(name)).unwrap();
+        let path = fixture_path(name);
+        if std::env::var("SPARSEC_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap();
+        assert!(on_disk == text, "{} is stale: rerun with SPARSEC_BLESS=1", path.display());
     }
-    let on_disk = std::fs::read_to_string(&path).unwrap();
-    assert!(on_disk == text, "{} is stale: rerun with SPARSEC_BLESS=1", path.display());
 }
 
-/// The vendored rendering, compiled by the `#[cube]` macro, computes what the run-time
-/// kernels compute.
-#[test]
-fn fixture_runs_like_the_runtime_kernels() {
-    let client = client();
-    let f = workload("csrmm");
-    let prog = compile(&f).unwrap();
-    for (mname, m) in tk::generated_matrices().into_iter().chain(tk::shared_matrices().into_iter().take(2)) {
-        let c = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(7)).unwrap();
-        let want = prog.run(&client, &c.args).unwrap();
-        let upload = |name: &str| -> (cubecl::server::Handle, usize) {
-            let a = &c.args.arrays[name];
+/// Uploads the named arrays of a case: (handles, lengths).
+fn upload(client: &cubecl::client::Client, c: &tk::workloads::Case, names: &[&str]) -> (Vec<cubecl::server::Handle>, Vec<usize>) {
+    names
+        .iter()
+        .map(|name| {
+            let a = &c.args.arrays[*name];
             let bytes: Vec<u8> = match a {
                 Array::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
                 Array::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
                 other => panic!("unexpected {other:?}"),
             };
             (client.create_from_slice(&bytes), a.len())
-        };
-        let names = ["a", "b", "c", "indptr", "indices"];
-        let hs: Vec<_> = names.iter().map(|n| upload(n)).collect();
-        let lens: Vec<usize> = hs.iter().map(|h| h.1).collect();
-        let int = |n: &str| match c.args.scalars[n] {
-            sparsec_ir::data::Scalar::Int(v) => v as i32,
-            other => panic!("{other:?}"),
-        };
+        })
+        .unzip()
+}
+
+/// An `i32` scalar of a case.
+fn int(c: &tk::workloads::Case, n: &str) -> i32 {
+    match c.args.scalars[n] {
+        sparsec_ir::data::Scalar::Int(v) => v as i32,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The `f32` array behind a handle, `len` elements.
+fn read(client: &cubecl::client::Client, h: &cubecl::server::Handle, len: usize) -> Vec<f32> {
+    let bytes = client.read_one(h.clone()).unwrap();
+    bytes.chunks_exact(4).take(len).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// The matrices the vendored kernels run on: the generated ones and two shared ones.
+fn fixture_matrices() -> Vec<(String, tk::Mat)> {
+    tk::generated_matrices().into_iter().chain(tk::shared_matrices().into_iter().take(2)).collect()
+}
+
+/// The vendored csrmm rendering, compiled by the `#[cube]` macro, computes what the run-time
+/// kernels compute.
+#[test]
+fn fixture_runs_like_the_runtime_kernels() {
+    let client = client();
+    let prog = compile(&workload("csrmm")).unwrap();
+    for (mname, m) in fixture_matrices() {
+        let c = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(7)).unwrap();
+        let want = prog.run(&client, &c.args).unwrap();
+        let (hs, lens) = upload(&client, &c, &["a", "b", "c", "indptr", "indices"]);
         sparsec_cubecl_fixture::csrmm::launch(
-            &client, &hs[0].0, &hs[1].0, &hs[2].0, &hs[3].0, &hs[4].0,
-            int("m"), int("n"), int("feat_size"), int("nnz"), &lens,
+            &client, &hs[0], &hs[1], &hs[2], &hs[3], &hs[4],
+            int(&c, "m"), int(&c, "n"), int(&c, "feat_size"), int(&c, "nnz"), &lens,
         );
-        let bytes = client.read_one(hs[2].0.clone()).unwrap();
-        let got: Vec<f32> = bytes.chunks_exact(4).take(lens[2]).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let got = read(&client, &hs[2], lens[2]);
         tk::assert_close(&format!("fixture csrmm on {mname}"), &got, &tk::output_f32(&want, "c"), 1e-6);
+    }
+}
+
+/// The vendored rgcn_hetero_forward rendering (one unit per sparse point, atomic adds) gives
+/// the oracle's numbers.
+#[test]
+fn fixture_rgcn_hetero_matches_the_oracle() {
+    let client = client();
+    for (mname, m) in fixture_matrices() {
+        let c = tk::workloads::case("rgcn_hetero_forward", &m, &mut tk::Rng::new(7)).unwrap();
+        let names = ["a", "w", "x", "y", "indptr_i", "indices_i", "indptr_j", "indices_j"];
+        let (hs, lens) = upload(&client, &c, &names);
+        sparsec_cubecl_fixture::rgcn_hetero_forward::launch(
+            &client, &hs[0], &hs[1], &hs[2], &hs[3], &hs[4], &hs[5], &hs[6], &hs[7],
+            int(&c, "m"), int(&c, "n"), int(&c, "num_rels"), int(&c, "feat_size"), int(&c, "nnz_i"), int(&c, "nnz_j"),
+            &lens,
+        );
+        let got = read(&client, &hs[3], lens[3]);
+        tk::assert_close(&format!("fixture rgcn_hetero_forward on {mname}"), &got, &c.expected[0].1, 1e-4);
     }
 }
 
