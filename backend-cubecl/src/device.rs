@@ -102,7 +102,7 @@ impl CompiledProgram {
             let fill = match &buf.default {
                 Some(sparsec_ir::Expr::Float(x, _)) => *x,
                 Some(sparsec_ir::Expr::Int(x, _)) => *x as f64,
-                Some(e) => plan::host_eval(func, e, &ints).map_or(0.0, |x| x as f64),
+                Some(e) => plan::host_eval(e, &ints).map_or(0.0, |x| x as f64),
                 None => 0.0,
             };
             let bytes = filled_bytes(buf.dtype, n, fill).ok_or_else(|| RuntimeError::TooLarge(buf.name.clone()))?;

@@ -375,7 +375,7 @@ fn launch_dims(func: &Func, k: &KernelPlan) -> (String, String) {
                     if list.is_empty() {
                         "1".into()
                     } else {
-                        let parts: Vec<String> = list.iter().map(|e| format!("{}", host_expr(func, e))).collect();
+                        let parts: Vec<String> = list.iter().map(|e| host_expr(func, e)).collect();
                         format!("dim([{}].into_iter().max().unwrap_or(1))", parts.join(", "))
                     }
                 })

@@ -425,7 +425,7 @@ impl Gen for ExpandGen {
         let Val::Bool(c) = c else { return err("select takes a bool condition") };
         Ok(match (a, b) {
             (Val::Bool(x), Val::Bool(y)) => Val::Bool(select::expand(s, c, x, y)),
-            (a, b) => num2!(a, b, x, y, select::expand(s, c.clone(), x, y), "select"),
+            (a, b) => num2!(a, b, x, y, select::expand(s, c, x, y), "select"),
         })
     }
 

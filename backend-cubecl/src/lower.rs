@@ -134,11 +134,11 @@ pub struct Walker<'f, G: Gen> {
     coords: HashMap<VarId, G::V>,
 }
 
-fn const_int(func: &Func, e: &Expr) -> Option<i64> {
+fn const_int(e: &Expr) -> Option<i64> {
     match e {
         Expr::Int(v, _) => Some(*v),
         Expr::Binary(op, a, b) => {
-            let (a, b) = (const_int(func, a)?, const_int(func, b)?);
+            let (a, b) = (const_int(a)?, const_int(b)?);
             match op {
                 BinOp::Add => a.checked_add(b),
                 BinOp::Sub => a.checked_sub(b),
@@ -149,7 +149,7 @@ fn const_int(func: &Func, e: &Expr) -> Option<i64> {
                 _ => None,
             }
         }
-        Expr::Cast(_, a) => const_int(func, a),
+        Expr::Cast(_, a) => const_int(a),
         _ => None,
     }
 }
@@ -369,7 +369,7 @@ impl<'f, G: Gen> Walker<'f, G> {
             Layout::Dense(shape) => {
                 let mut n: i64 = 1;
                 for e in shape {
-                    let Some(x) = const_int(self.func, e) else {
+                    let Some(x) = const_int(e) else {
                         return unsupported(format!(
                             "{} buffer `{}` needs a size known at compile time",
                             scope.name(),

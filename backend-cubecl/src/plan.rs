@@ -400,8 +400,7 @@ fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
     let mut out = Vec::new();
     let mut sparse = false;
     let mut cur = stmt;
-    loop {
-        let StmtKind::For(f) = &cur.kind else { break };
+    while let StmtKind::For(f) = &cur.kind {
         if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !spatial_loop(&f.body, f.var) {
             break;
         }
@@ -458,14 +457,14 @@ fn make_atomic(stmt: &mut Stmt) {
 
 /// Evaluates an integer expression over scalar parameter values (`None` when it reads
 /// anything else or divides by zero).
-pub fn host_eval(func: &Func, e: &Expr, scalars: &std::collections::HashMap<VarId, i64>) -> Option<i64> {
+pub fn host_eval(e: &Expr, scalars: &std::collections::HashMap<VarId, i64>) -> Option<i64> {
     Some(match e {
         Expr::Int(v, _) => *v,
         Expr::Var(v) => *scalars.get(v)?,
-        Expr::Cast(_, a) => host_eval(func, a, scalars)?,
-        Expr::Unary(sparsec_ir::UnOp::Neg, a) => host_eval(func, a, scalars)?.checked_neg()?,
+        Expr::Cast(_, a) => host_eval(a, scalars)?,
+        Expr::Unary(sparsec_ir::UnOp::Neg, a) => host_eval(a, scalars)?.checked_neg()?,
         Expr::Binary(op, a, b) => {
-            let (a, b) = (host_eval(func, a, scalars)?, host_eval(func, b, scalars)?);
+            let (a, b) = (host_eval(a, scalars)?, host_eval(b, scalars)?);
             use sparsec_ir::BinOp::*;
             match op {
                 Add => a.checked_add(b)?,

@@ -326,7 +326,7 @@ impl CompiledProgram {
                 Some(e) => match e {
                     sparsec_ir::Expr::Float(x, _) => *x,
                     sparsec_ir::Expr::Int(x, _) => *x as f64,
-                    other => plan::host_eval(func, other, &scalars).map(|x| x as f64).unwrap_or(0.0),
+                    other => plan::host_eval(other, &scalars).map(|x| x as f64).unwrap_or(0.0),
                 },
             };
             dtypes.insert(ArgSource::Global(*g), buf.dtype);
@@ -482,9 +482,8 @@ impl CompiledKernel {
     /// The launch shape for the given scalar values.
     fn shape(&self, ints: &HashMap<VarId, i64>) -> Result<LaunchShape, RuntimeError> {
         let k = self.plan();
-        let func = &self.program.func;
         let bad = |message: String| RuntimeError::Launch { kernel: k.name.clone(), message };
-        let eval = |e: &sparsec_ir::Expr| plan::host_eval(func, e, ints).ok_or_else(|| bad("an extent cannot be evaluated".into()));
+        let eval = |e: &sparsec_ir::Expr| plan::host_eval(e, ints).ok_or_else(|| bad("an extent cannot be evaluated".into()));
         let (mut cubes, units) = match &k.launch {
             LaunchPlan::Single => ([1u64, 1, 1], [1u64, 1, 1]),
             LaunchPlan::PerIteration { loops } => {
@@ -550,7 +549,7 @@ impl CompiledKernel {
             let mut n: i64 = 1;
             if let sparsec_ir::Layout::Dense(shape) = &buf.layout {
                 for e in shape {
-                    let x = plan::host_eval(func, e, &scalars.ints).ok_or_else(|| RuntimeError::Launch {
+                    let x = plan::host_eval(e, &scalars.ints).ok_or_else(|| RuntimeError::Launch {
                         kernel: k.name.clone(),
                         message: format!("the size of `{}` cannot be evaluated", buf.name),
                     })?;

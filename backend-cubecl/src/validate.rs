@@ -88,7 +88,7 @@ pub fn check_structure(func: &Func, args: &Args) -> R<()> {
         return Ok(());
     }
     let scalars = scalar_values(func, args)?;
-    let eval = |e: &sparsec_ir::Expr| crate::plan::host_eval(func, e, &scalars);
+    let eval = |e: &sparsec_ir::Expr| crate::plan::host_eval(e, &scalars);
     // Number of rows (parent positions) of each axis, computed in declaration order.
     let mut positions: HashMap<sparsec_ir::AxisId, i64> = HashMap::new();
     for (id, axis) in func.axes.iter() {
