@@ -108,20 +108,26 @@ fn zero_threads_is_an_error() {
 }
 
 /// The Stage-I part of the GPU default fuses rgcn's relations with their rows (the only
-/// init-free accumulating iteration of the corpus) and asks for atomics; other iterations
-/// are left alone.
+/// init-free accumulating iteration of the corpus) and asks for atomics; it fuses the rows
+/// and nonzeros of iterations that write their own point (sddmm, csr_element_wise) without
+/// atomics; other iterations are left alone.
 #[test]
-fn gpu_sparse_fuses_accumulating_iterations_only() {
+fn gpu_sparse_fuses_accumulating_and_pointwise_iterations() {
     use sparsec_schedule::Schedule;
     let mut sch = Schedule::new(common::workload("rgcn_hetero_forward")).unwrap();
     assert!(auto::gpu_sparse(&mut sch).unwrap());
     let text = sch.text();
-    assert!(text.contains("fuse(R, I)"), "{text}");
-    assert!(text.contains("atomic = true"), "{text}");
+    assert!(text.contains("fuse(R, I)") && text.contains("atomic = true"), "{text}");
     let g = auto::gpu_schedule(&common::workload("rgcn_hetero_forward"), 32).unwrap();
     let printed = sparsec::ir::text::print_func(&g);
     assert!(printed.contains("atomic_add(Y["), "{printed}");
-    for name in ["csrmm", "sddmm", "csr_element_wise", "sparse_softmax"] {
+    for name in ["sddmm", "csr_element_wise"] {
+        let mut sch = Schedule::new(common::workload(name)).unwrap();
+        assert!(!auto::gpu_sparse(&mut sch).unwrap(), "{name}");
+        let text = sch.text();
+        assert!(text.contains("fuse(I, J)") && !text.contains("atomic"), "{name}: {text}");
+    }
+    for name in ["csrmm", "bsrmm", "csr2bsr", "sparse_softmax"] {
         let f = common::workload(name);
         let mut sch = Schedule::new(f.clone()).unwrap();
         assert!(!auto::gpu_sparse(&mut sch).unwrap(), "{name}");

@@ -407,7 +407,8 @@ fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
         let bound = if host_evaluable(func, &f.extent) {
             f.extent.clone()
         } else {
-            match iterator_bound(func, &f.body, f.var) {
+            // `v = i` with `v < E` bounds the trip count by `E` when the loop starts at 0.
+            match iterator_bound(func, &f.body, f.var).filter(|_| f.min.as_int() == Some(0)) {
                 Some(b) => {
                     sparse = true;
                     b

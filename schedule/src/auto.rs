@@ -9,11 +9,13 @@
 //!   drives only spatial iterators becomes `vectorized`.
 //! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
 //!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`.
-//! * [`gpu_sparse`] (Stage I, before [`gpu`]): a sparse iteration that only accumulates
-//!   (`Y[..] = Y[..] + e`, no `init`) gets its first pair of spatial iterators that form a
-//!   parent chain (say a relation and its rows) fused, so one loop walks all their
-//!   positions, and is annotated `atomic`: rows of different parents may share an output
-//!   element, and [`gpu_full`] lowers the annotated accumulations to `atomic_add`.
+//! * [`gpu_sparse`] (Stage I, before [`gpu`]): a sparse iteration whose every store writes
+//!   the element of its own spatial point (`C[i, j]` in sddmm), or that only accumulates
+//!   (`Y[..] = Y[..] + e`, no `init`), gets its first pair of spatial iterators that form a
+//!   parent chain (rows and their nonzeros, a relation and its rows) fused, so one loop
+//!   walks all their positions. An accumulating one is also annotated `atomic`: rows of
+//!   different parents may share an output element, and [`gpu_full`] lowers the annotated
+//!   accumulations to `atomic_add`.
 //!
 //! Every step goes through the ordinary primitives, so the trace replays the result.
 
@@ -72,32 +74,64 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
 pub fn gpu_sparse(sch: &mut Schedule) -> Result<bool> {
     sch.need_stage_i("auto::gpu_sparse")?;
     let mut annotated = false;
-    let candidates: Vec<(String, Vec<IterKind>)> = sch
+    // (name, iterator kinds, whether fused points may share an output element)
+    let candidates: Vec<(String, Vec<IterKind>, bool)> = sch
         .func()
         .body
         .iter()
         .filter_map(|s| match &s.kind {
-            StmtKind::SpIter(it) if it.init.is_none() && sparsec_passes::accumulates_only(sch.func(), &it.body) => {
-                Some((it.name.clone(), it.iter_kinds()?))
+            StmtKind::SpIter(it) => {
+                let kinds = it.iter_kinds()?;
+                if it.init.is_none() && sparsec_passes::accumulates_only(sch.func(), &it.body) {
+                    Some((it.name.clone(), kinds, true))
+                } else if writes_own_point(it, &kinds) {
+                    Some((it.name.clone(), kinds, false))
+                } else {
+                    None
+                }
             }
             _ => None,
         })
         .collect();
-    for (name, kinds) in candidates {
+    for (name, kinds, shared) in candidates {
         let sp = sch.get_sparse_iteration(&name)?;
         let iters = sch.get_sp_iters(sp)?;
         for k in 1..kinds.len().min(iters.len()) {
             if kinds[k - 1] == IterKind::Spatial && kinds[k] == IterKind::Spatial {
                 // Pairs the primitive refuses (not a parent chain from a root) are skipped.
                 if sch.sparse_fuse(sp, &[iters[k - 1], iters[k]]).is_ok() {
-                    sch.annotate(sp, sparsec_passes::ATOMIC_ATTR, AttrValue::Bool(true))?;
-                    annotated = true;
+                    if shared {
+                        sch.annotate(sp, sparsec_passes::ATOMIC_ATTR, AttrValue::Bool(true))?;
+                        annotated = true;
+                    }
                     break;
                 }
             }
         }
     }
     Ok(annotated)
+}
+
+/// Whether every store of a sparse iteration (init included, nested iterations excluded)
+/// writes the element named by exactly its spatial iterators, in order: distinct spatial
+/// points then write distinct elements, fused or not.
+fn writes_own_point(it: &sparsec_ir::func::SpIter, kinds: &[IterKind]) -> bool {
+    let point: Vec<Expr> =
+        it.vars.iter().zip(kinds).filter(|(_, k)| **k == IterKind::Spatial).map(|(v, _)| Expr::Var(*v)).collect();
+    let mut stores = 0usize;
+    let mut ok = true;
+    let mut body: Vec<&Stmt> = it.init.iter().flatten().chain(&it.body).collect();
+    while let Some(s) = body.pop() {
+        match &s.kind {
+            StmtKind::Store { indices, .. } => {
+                stores += 1;
+                ok &= *indices == point;
+            }
+            StmtKind::SpIter(_) | StmtKind::Alloc(_) => ok = false,
+            k => body.extend(k.child_lists().into_iter().flatten()),
+        }
+    }
+    ok && stores > 0
 }
 
 /// The whole GPU default on a schedule at any stage: [`gpu_sparse`] and `lower_sparse_iter`
