@@ -2,7 +2,8 @@
 //! and read-back of one `CompiledProgram::run` on cora. csrmm unscheduled and with the default
 //! GPU schedule; rgcn also with one unit per output feature (its only race-free loop, the
 //! launch both took before accumulating nests got one unit per sparse point), as the peer.
-//! `cargo bench -p sparsec-backend-cubecl`.
+//! sddmm unscheduled (one unit per row) and with the default GPU schedule (one unit per
+//! nonzero). `cargo bench -p sparsec-backend-cubecl`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use sparsec_backend_cubecl::{compile, compile_with_structure, wgpu_client};
@@ -13,9 +14,18 @@ fn cora() -> (String, tk::Mat) {
 }
 
 fn csrmm(c: &mut Criterion) {
-    let f = tk::workload("csrmm");
+    plain_and_default("csrmm", c);
+}
+
+fn sddmm(c: &mut Criterion) {
+    plain_and_default("sddmm", c);
+}
+
+/// Workload `name` on cora, unscheduled and with the default GPU schedule (64 units per cube).
+fn plain_and_default(name: &str, c: &mut Criterion) {
+    let f = tk::workload(name);
     let (mname, m) = cora();
-    let case = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(1)).unwrap();
+    let case = tk::workloads::case(name, &m, &mut tk::Rng::new(1)).unwrap();
     let client = wgpu_client();
     let plain = compile(&f).unwrap();
     let scheduled = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
@@ -23,7 +33,7 @@ fn csrmm(c: &mut Criterion) {
     // Warm the kernel cache.
     plain.run(&client, &case.args).unwrap();
     scheduled.run(&client, &case.args).unwrap();
-    let mut group = c.benchmark_group(format!("csrmm_wgpu_{mname}"));
+    let mut group = c.benchmark_group(format!("{name}_wgpu_{mname}"));
     group.sample_size(10);
     group.bench_function("unscheduled", |b| b.iter(|| plain.run(&client, &case.args).unwrap()));
     group.bench_function("gpu_schedule_64", |b| b.iter(|| scheduled.run(&client, &case.args).unwrap()));
@@ -54,5 +64,5 @@ fn rgcn_hetero(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, csrmm, rgcn_hetero);
+criterion_group!(benches, csrmm, sddmm, rgcn_hetero);
 criterion_main!(benches);
