@@ -119,3 +119,21 @@ fn wgsl_and_cuda_sources() {
     let cuda = emit_cuda(&f).unwrap();
     assert!(cuda.contains("__global__"), "{cuda}");
 }
+
+/// Every corpus workload, unscheduled and with the default GPU schedule, renders as
+/// `#[cube]` Rust, WGSL and CUDA.
+#[test]
+fn every_workload_emits_every_source() {
+    for name in tk::workloads::WORKLOADS {
+        let f = workload(name);
+        let scheduled = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (what, g) in [("unscheduled", &f), ("gpu schedule", &scheduled)] {
+            let rust = emit_cubecl(g).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+            assert!(rust.contains("#[cube(launch)]"), "{name} ({what})");
+            let wgsl = emit_wgsl(g).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+            assert!(wgsl.contains("@compute"), "{name} ({what})");
+            let cuda = emit_cuda(g).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+            assert!(cuda.contains("__global__"), "{name} ({what})");
+        }
+    }
+}
