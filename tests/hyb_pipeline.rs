@@ -8,34 +8,11 @@ use sparsec_testkit as common;
 
 use sparsec::formats::compose::Hyb;
 use sparsec::ir::text::{parse_func, print_func};
-use sparsec::ir::{AttrValue, Func, ThreadTag};
-use sparsec::schedule::{Schedule, Trace};
+use sparsec::schedule::Trace;
+
+use common::schedules::{hyb_atomic as schedule, hyb_decomposed as decomposed};
 
 const WIDTHS: [i64; 4] = [1, 2, 4, 8];
-
-fn decomposed(widths: &[i64]) -> Func {
-    let csrmm = common::workload("csrmm");
-    sparsec::passes::decompose_format(&csrmm, &sparsec::passes::hyb_rules(1, widths).unwrap()).unwrap()
-}
-
-fn schedule(g: Func, buckets: usize) -> Schedule {
-    let mut sch = Schedule::new(g).unwrap();
-    sch.lower_sparse_iter().unwrap();
-    for b in 0..buckets {
-        let rows = sch.get_block(&format!("csrmm_hyb_0_{b}0")).unwrap();
-        let io = sch.get_loops(rows).unwrap()[0];
-        sch.bind(io, ThreadTag::BlockIdxX).unwrap();
-        let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
-        let k = sch.get_loops(inner).unwrap()[1];
-        sch.bind(k, ThreadTag::ThreadIdxX).unwrap();
-        // Chunks of one long row live in several ELL rows: their updates to C collide.
-        sch.annotate(inner, "atomic", AttrValue::Bool(true)).unwrap();
-    }
-    sch.lower_atomic().unwrap();
-    sch.horizontal_fusion().unwrap();
-    sch.lower_sparse_buffer().unwrap();
-    sch
-}
 
 fn path(name: &str) -> String {
     format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))

@@ -18,17 +18,10 @@ pub enum EmitError {
     DType(DType),
 }
 
-/// The Rust type of a dtype in `#[cube]` code.
+/// The Rust type of a dtype in `#[cube]` code: the `.sptir` keyword is the Rust (and
+/// CubeCL, for `f16`/`bf16`) type name.
 pub fn rust_type(d: DType) -> &'static str {
-    match d {
-        DType::I32 => "i32",
-        DType::I64 => "i64",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::Bool => "bool",
-    }
+    d.name()
 }
 
 struct TextGen<'a> {

@@ -85,3 +85,31 @@ pub fn ellmm_threads() -> Schedule {
     sch.unroll(bj).unwrap();
     sch
 }
+
+/// csrmm decomposed into hyb buckets of the given ELL widths (`hyb_rules(1, widths)`), at
+/// Stage I.
+pub fn hyb_decomposed(widths: &[i64]) -> sparsec::ir::Func {
+    let csrmm = crate::workload("csrmm");
+    sparsec::passes::decompose_format(&csrmm, &sparsec::passes::hyb_rules(1, widths).unwrap()).unwrap()
+}
+
+/// The hyb GPU schedule of `examples/hyb.trace.json`: per bucket one ELL row per block and
+/// the features across threads, atomic accumulation into C, the bucket kernels fused into
+/// one launch; lowered to Stage III.
+pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
+    let mut sch = Schedule::new(g).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    for b in 0..buckets {
+        let io = loops(&mut sch, &format!("csrmm_hyb_0_{b}0"))[0];
+        sch.bind(io, BlockIdxX).unwrap();
+        let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
+        let k = sch.get_loops(inner).unwrap()[1];
+        sch.bind(k, ThreadIdxX).unwrap();
+        // Chunks of one long row live in several ELL rows: their updates to C collide.
+        sch.annotate(inner, "atomic", sparsec::ir::AttrValue::Bool(true)).unwrap();
+    }
+    sch.lower_atomic().unwrap();
+    sch.horizontal_fusion().unwrap();
+    sch.lower_sparse_buffer().unwrap();
+    sch
+}

@@ -1,35 +1,11 @@
 //! The hyb example (csrmm decomposed into hyb buckets, one ELL row per block, features across
 //! threads, atomic accumulation into C, the buckets fused into one launch) on wgpu.
 
-use super::common::{client, workload};
+use super::common::client;
 use sparsec::formats::compose::Hyb;
 use sparsec_backend_cubecl::compile_with_structure;
-use sparsec_ir::{AttrValue, Func, ThreadTag};
-use sparsec_schedule::Schedule;
 use sparsec_testkit as tk;
-
-fn decomposed(widths: &[i64]) -> Func {
-    let csrmm = workload("csrmm");
-    sparsec::passes::decompose_format(&csrmm, &sparsec::passes::hyb_rules(1, widths).unwrap()).unwrap()
-}
-
-fn schedule(g: Func, buckets: usize) -> Func {
-    let mut sch = Schedule::new(g).unwrap();
-    sch.lower_sparse_iter().unwrap();
-    for b in 0..buckets {
-        let rows = sch.get_block(&format!("csrmm_hyb_0_{b}0")).unwrap();
-        let io = sch.get_loops(rows).unwrap()[0];
-        sch.bind(io, ThreadTag::BlockIdxX).unwrap();
-        let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
-        let k = sch.get_loops(inner).unwrap()[1];
-        sch.bind(k, ThreadTag::ThreadIdxX).unwrap();
-        sch.annotate(inner, "atomic", AttrValue::Bool(true)).unwrap();
-    }
-    sch.lower_atomic().unwrap();
-    sch.horizontal_fusion().unwrap();
-    sch.lower_sparse_buffer().unwrap();
-    sch.into_func()
-}
+use sparsec_testkit::schedules::{hyb_atomic as schedule, hyb_decomposed as decomposed};
 
 #[test]
 fn hyb_with_atomic_adds_computes_csrmm() {
@@ -47,7 +23,7 @@ fn hyb_with_atomic_adds_computes_csrmm() {
         let hyb = Hyb::from_csr(&csr, 1, 3).unwrap();
         let widths: Vec<i64> = hyb.bucket_widths().iter().map(|&w| w as i64).collect();
         let g = decomposed(&widths);
-        let f = schedule(g.clone(), widths.len());
+        let f = schedule(g.clone(), widths.len()).into_func();
         let Some(case) = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(11)) else { continue };
         let mut args = case.args.clone();
         sparsec::driver::bind_hyb(&mut args, &hyb);
