@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
-use sparsec_ir::data::{Args, Array};
+use sparsec_ir::data::Args;
 use sparsec_ir::Func;
 use std::time::{Duration, Instant};
 
@@ -16,18 +16,8 @@ fn scheduled_csrmm() -> Func {
 }
 
 fn args(m: &sparsec_testkit::Mat, feat: usize) -> Args {
-    let mut a = Args::new();
     let b: Vec<f32> = (0..m.cols * feat).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect();
-    a.array("a", Array::F32(m.vals.clone()))
-        .array("b", Array::F32(b))
-        .array("c", Array::F32(vec![0.0; m.rows * feat]))
-        .array("indptr", Array::I32(m.indptr.iter().map(|&x| x as i32).collect()))
-        .array("indices", Array::I32(m.indices.iter().map(|&x| x as i32).collect()))
-        .int("m", m.rows as i64)
-        .int("n", m.cols as i64)
-        .int("feat_size", feat as i64)
-        .int("nnz", m.nnz() as i64);
-    a
+    sparsec_testkit::workloads::csrmm_args(m, b, feat, 0.0)
 }
 
 /// `n` calls, each timed; reports the fastest as the time of every call. The peers

@@ -89,14 +89,20 @@ fn spmm_case(m: &Mat, rng: &mut Rng, feat: usize) -> Case {
             c[i * feat + k] = acc;
         }
     }
+    Case { args: csrmm_args(m, b, feat, 7.0), expected: vec![("c", c)] }
+}
+
+/// Arguments of `csrmm` on `m` with dense input `b` (`cols × feat`) and the output `c`
+/// filled with `fill`.
+pub fn csrmm_args(m: &Mat, b: Vec<f32>, feat: usize, fill: f32) -> Args {
     let mut args = Args::new();
     args.array("a", f32s(&m.vals))
-        .array("b", f32s(&b))
-        .array("c", zeros(m.rows * feat))
+        .array("b", Array::F32(b))
+        .array("c", Array::F32(vec![fill; m.rows * feat]))
         .array("indptr", i32s(&m.indptr))
         .array("indices", i32s(&m.indices));
     args.int("m", m.rows as i64).int("n", m.cols as i64).int("feat_size", feat as i64).int("nnz", m.nnz() as i64);
-    Case { args, expected: vec![("c", c)] }
+    args
 }
 
 fn build_csrmm(m: &Mat, rng: &mut Rng) -> Option<Case> {

@@ -189,7 +189,6 @@ fn half_round(x: f32) -> f32 {
 /// the interpreter, on matrices with empty rows and a full row.
 #[test]
 fn spmm_register_tiles_match_the_interpreter_at_every_width() {
-    use sparsec_ir::data::{Args, Array};
     let f = super::common::cpu_scheduled("csrmm");
     let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
     assert!(text.contains("vector.load") && text.contains("iter_args"), "{text}");
@@ -199,16 +198,7 @@ fn spmm_register_tiles_match_the_interpreter_at_every_width() {
     let mut rng = kit::Rng::new(7);
     for (mname, m) in kit::generated_matrices().into_iter().filter(|(n, _)| n.contains("empty") || n.contains("full")) {
         for feat in [1, 3, 7, 8, 9, 24, 31, 32, 33, 40, 63, 64, 65, 100, 128, 136] {
-            let mut a = Args::new();
-            a.array("a", Array::F32(m.vals.clone()))
-                .array("b", Array::F32(rng.vec(m.cols * feat)))
-                .array("c", Array::F32(vec![f32::NAN; m.rows * feat]))
-                .array("indptr", Array::I32(m.indptr.iter().map(|&x| x as i32).collect()))
-                .array("indices", Array::I32(m.indices.iter().map(|&x| x as i32).collect()))
-                .int("m", m.rows as i64)
-                .int("n", m.cols as i64)
-                .int("feat_size", feat as i64)
-                .int("nnz", m.nnz() as i64);
+            let a = kit::workloads::csrmm_args(&m, rng.vec(m.cols * feat), feat, f32::NAN);
             let want = kit::output_f32(&sparsec_interp::run(&reference, &a).unwrap(), "c");
             for (what, k) in [("threads", &threaded), ("serial", &serial)] {
                 let mut out = a.clone();
