@@ -173,12 +173,7 @@ pub fn lower_auto(func: &Func, auto: AutoSchedule) -> Result<Vec<Func>, DriverEr
     let mut out = vec![func.clone()];
     let mut sch = Schedule::new(func.clone())?;
     match auto {
-        AutoSchedule::Cpu => {
-            if func.stage == Stage::I {
-                sch.lower_sparse_iter()?;
-            }
-            auto::cpu(&mut sch)?
-        }
+        AutoSchedule::Cpu => auto::cpu_full(&mut sch)?,
         AutoSchedule::Gpu { threads } => auto::gpu_full(&mut sch, threads)?,
     }
     if sch.func().stage == Stage::II {

@@ -150,27 +150,28 @@ pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
     Ok(())
 }
 
+/// The whole CPU default on a schedule at any stage: `lower_sparse_iter` at Stage I, then
+/// [`cpu`]. Leaves the function at Stage II (or III when it started there).
+pub fn cpu_full(sch: &mut Schedule) -> Result<()> {
+    if sch.func().stage == Stage::I {
+        sch.lower_sparse_iter()?;
+    }
+    cpu(sch)
+}
+
 /// `func` (any stage) with the CPU default, lowered to Stage III.
 pub fn cpu_schedule(func: &Func) -> Result<Func> {
-    scheduled(func, cpu)
+    scheduled(func, cpu_full)
 }
 
 /// `func` (any stage) with the GPU default of `threads` units per block, lowered to Stage III.
 pub fn gpu_schedule(func: &Func, threads: i64) -> Result<Func> {
-    let mut sch = Schedule::new(func.clone())?;
-    gpu_full(&mut sch, threads)?;
-    if sch.func().stage == Stage::II {
-        sch.lower_sparse_buffer()?;
-    }
-    Ok(sch.into_func())
+    scheduled(func, |s| gpu_full(s, threads))
 }
 
-/// Lowers `func` to Stage II, applies `apply`, lowers to Stage III.
+/// Applies `apply` (which lowers to Stage II when needed) and lowers to Stage III.
 fn scheduled(func: &Func, apply: impl FnOnce(&mut Schedule) -> Result<()>) -> Result<Func> {
     let mut sch = Schedule::new(func.clone())?;
-    if sch.func().stage == Stage::I {
-        sch.lower_sparse_iter()?;
-    }
     apply(&mut sch)?;
     if sch.func().stage == Stage::II {
         sch.lower_sparse_buffer()?;
