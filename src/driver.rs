@@ -51,6 +51,27 @@ pub enum DriverError {
     },
 }
 
+/// Arguments refused before compiled code runs ([`check_compiled_args`]), rendered with
+/// `file:line:col` where they concern a statement.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ArgsRefused(pub String);
+
+/// Checks `args` against the Stage-I function `func` of `loaded` before a code generator
+/// runs any lowering of it: the sparse structure, and every index and divisor proven in
+/// range ([`sparsec_ir::args`]). The interpreter checks as it goes and needs none of this.
+pub fn check_compiled_args(loaded: &Loaded, func: &Func, args: &sparsec_ir::data::Args) -> Result<(), ArgsRefused> {
+    use sparsec_ir::args::{check_accesses, check_structure, ArgsError};
+    let result = check_structure(func, args).and_then(|()| check_accesses(func, args));
+    result.map_err(|e| match e {
+        ArgsError::Access { span, message } => ArgsRefused(
+            SourceFile::new(&loaded.name, &loaded.text)
+                .render(span, &format!("{message}; compiled code does not check indices (run it with --backend interp)")),
+        ),
+        other => ArgsRefused(format!("{}: {other}", loaded.name)),
+    })
+}
+
 /// A parsed and verified source file.
 pub struct Loaded {
     /// Path shown in diagnostics.

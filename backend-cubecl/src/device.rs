@@ -4,7 +4,7 @@
 
 use crate::plan::{self, ArgSource};
 use crate::runtime::{CompiledProgram, RuntimeError, ScalarValues};
-use crate::validate::{self, ValidateError};
+use sparsec_ir::args::{self as validate, ArgsError as ValidateError};
 use crate::CubeclError;
 use cubecl::prelude::*;
 use cubecl::server::Handle;

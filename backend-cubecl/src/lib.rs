@@ -22,7 +22,7 @@ mod expand;
 mod lower;
 mod plan;
 mod runtime;
-mod validate;
+
 
 pub use device::DeviceArg;
 pub use emit::EmitError;
@@ -31,7 +31,7 @@ pub use plan::{PlanError, DEFAULT_CUBE_DIM};
 #[cfg(feature = "cuda")]
 pub use runtime::cuda_client;
 pub use runtime::{wgpu_client, CompiledKernel, CompiledProgram, LaunchShape, RuntimeError};
-pub use validate::ValidateError;
+pub use sparsec_ir::args::ArgsError as ValidateError;
 
 use sparsec_ir::data::Args;
 use sparsec_ir::{Func, Stage};

@@ -364,13 +364,19 @@ fn check_nesting(stmts: &[Stmt], active: &mut Vec<ThreadTag>) -> Result<(), Plan
 /// Whether loop variable `v` is used, and used only, as the binding of spatial block
 /// iterators (so distinct iterations are independent).
 fn spatial_loop(body: &[Stmt], v: VarId) -> bool {
+    loop_drives(body, v, true)
+}
+
+/// Whether loop variable `v` is used, and used only, as the binding of block iterators
+/// (spatial ones only if `spatial`).
+fn loop_drives(body: &[Stmt], v: VarId, spatial: bool) -> bool {
     let mut spatial_uses = 0usize;
     let mut other_uses = 0usize;
     sparsec_ir::walk_stmts(body, &mut |s| {
         if let StmtKind::Block(b) = &s.kind {
             for it in &b.iters {
                 if it.binding.uses_var(v) {
-                    if it.kind == IterKind::Spatial {
+                    if it.kind == IterKind::Spatial || !spatial {
                         spatial_uses += 1;
                     } else {
                         other_uses += 1;
@@ -401,7 +407,8 @@ fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
     let mut sparse = false;
     let mut cur = stmt;
     while let StmtKind::For(f) = &cur.kind {
-        if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !spatial_loop(&f.body, f.var) {
+        // Accumulations are atomic here, so reduction iterators (a scatter's rows) join too.
+        if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !loop_drives(&f.body, f.var, false) {
             break;
         }
         let bound = if host_evaluable(func, &f.extent) {
@@ -432,14 +439,14 @@ fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
     (out, sparse)
 }
 
-/// The scalar extent of a spatial iterator of a block directly under a loop (through
+/// The scalar extent of an iterator of a block directly under a loop (through
 /// single-statement blocks) that is bound to exactly `v`.
 fn iterator_bound(func: &Func, body: &[Stmt], v: VarId) -> Option<Expr> {
     let [one] = body else { return None };
     let StmtKind::Block(b) = &one.kind else { return None };
     b.iters
         .iter()
-        .find(|it| it.kind == IterKind::Spatial && it.binding == Expr::Var(v) && host_evaluable(func, &it.extent))
+        .find(|it| it.binding == Expr::Var(v) && host_evaluable(func, &it.extent))
         .map(|it| it.extent.clone())
 }
 

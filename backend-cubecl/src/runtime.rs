@@ -4,7 +4,7 @@
 use crate::expand::{global_buf, scalar_arg, ExpandGen};
 use crate::lower::{LowerError, Walker};
 use crate::plan::{self, ArgSource, KernelPlan, LaunchPlan, ProgramPlan};
-use crate::validate::{self, ValidateError};
+use sparsec_ir::args::{self as validate, ArgsError as ValidateError};
 use crate::CubeclError;
 use cubecl::prelude::*;
 use cubecl::__private::Runtime as _;
@@ -285,6 +285,7 @@ impl CompiledProgram {
         let func = &self.program.func;
         if let Some(f) = &self.checks {
             validate::check_structure(f, args)?;
+            validate::check_accesses(f, args)?;
         }
         let scalars = validate::scalar_values(func, args)?;
         let mut arrays = Vec::new();

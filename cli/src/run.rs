@@ -94,6 +94,9 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     let lowered = stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
     })?;
+    if a.backend != Backend::Interp {
+        driver::check_compiled_args(&loaded, func, &args)?;
+    }
     let start = Instant::now();
     let out = backends::run(&lowered, func, &args, a.backend)?;
     let elapsed = start.elapsed();

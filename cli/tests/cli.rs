@@ -290,3 +290,51 @@ fn cubecl_emission_and_wgpu_runs() {
     assert_eq!(o.status.code(), Some(1));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+/// csrmm with `BODY_J` as the declaration of `J_detach` and `ACCESS` as the load of B.
+const CSRMM_VARIANT: &str = "func csrmm(a: handle, b: handle, c: handle, indptr: handle, indices: handle, m: i32, n: i32, feat_size: i32, nnz: i32) {
+  axis I = dense_fixed(m)
+  axis J = sparse_variable(I, n, nnz, indptr, indices)
+  axis J_detach = BODY_J
+  axis K = dense_fixed(feat_size)
+  buffer A = match_sparse_buffer(a, [I, J], f32)
+  buffer B = match_sparse_buffer(b, [J_detach, K], f32)
+  buffer C = match_sparse_buffer(c, [I, K], f32)
+  sp_iter csrmm([I, J, K], \"SRS\") as [i, j, k] {
+    init {
+      C[i, k] = 0.0
+    }
+    C[i, k] = C[i, k] + A[i, j] * ACCESS
+  }
+}
+";
+
+/// Compiled code does not check indices: what the arguments do not prove in range is refused
+/// with its location and exit code 1 before any code runs (issue #13, defect 2), while the
+/// interpreter runs what is in range.
+#[test]
+fn compiled_backends_refuse_accesses_they_cannot_prove() {
+    let d = tmp("unproven");
+    let mtx = d.join("wide.mtx");
+    std::fs::write(&mtx, "%%MatrixMarket matrix coordinate real general\n3 50 3\n1 1 1.0\n2 2 2.0\n3 3 3.0\n").unwrap();
+    let mat = format!("A={}", mtx.display());
+    let cases = [
+        // B's rows are indexed by column coordinates up to n = 50, but B has m = 3 rows.
+        ("detach_m", "dense_fixed(m)", "B[j, k]", "index 0 of buffer `B` takes values in 0..=49 but the dimension has extent 3"),
+        ("minus_one", "dense_fixed(n)", "B[j, k - 1]", "index 1 of buffer `B` takes values in -1..=6"),
+        ("div_zero", "dense_fixed(n)", "B[j, k + 0 % 0]", "an integer divisor of this statement may be 0"),
+    ];
+    for (name, axis, access, message) in cases {
+        let file = d.join(format!("{name}.sptir"));
+        std::fs::write(&file, CSRMM_VARIANT.replace("BODY_J", axis).replace("ACCESS", access)).unwrap();
+        let path = file.display().to_string();
+        let o = sparsec(&["run", &path, "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(message) && err.contains(&format!("{name}.sptir:13:5")), "{name}: {err}");
+    }
+    // The interpreter checks as it goes: the in-range coordinates of this matrix run.
+    let file = d.join("detach_m.sptir").display().to_string();
+    let o = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

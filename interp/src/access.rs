@@ -3,7 +3,7 @@
 
 use crate::error::InterpError;
 use crate::machine::{BufLayout, Machine, Result};
-use crate::value::{array_get, array_set, Value};
+use sparsec_ir::value::{array_get, array_set, Value};
 use sparsec_ir::data::Array;
 use sparsec_ir::{AxisId, AxisKind, BufferId, Expr, Span, Stage};
 

@@ -3,7 +3,7 @@
 use crate::access::Slot;
 use crate::error::InterpError;
 use crate::machine::{Active, BufLayout, IterPos, Machine, Result};
-use crate::value::{OpError, Value};
+use sparsec_ir::value::{Value, ValueError as OpError};
 use sparsec_ir::data::Array;
 use sparsec_ir::{
     AxisId, AxisKind, BinOp, Intrinsic, Block, BufferId, Expr, For, IterKind, Layout, SpIter, SpIterAxis, Span, Stmt,

@@ -64,7 +64,6 @@ mod access;
 mod error;
 mod exec;
 mod machine;
-mod value;
 
 pub use error::InterpError;
 

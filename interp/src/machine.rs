@@ -1,7 +1,7 @@
 //! Interpreter state and its setup: parameters, axes, buffers and storage.
 
 use crate::error::InterpError;
-use crate::value::{filled, Value};
+use sparsec_ir::value::{filled, Value};
 use sparsec_ir::data::{Args, Array, Scalar};
 use sparsec_ir::{
     Axis, AxisId, AxisKind, Buffer, BufferId, DType, Func, Layout, ParamId, ParamKind, Span, Storage, Var,

@@ -13,6 +13,7 @@
 //! interpreter and the backends is in [`data`].
 
 pub mod arena;
+pub mod args;
 pub mod data;
 pub mod dsl;
 pub mod expr;
@@ -20,6 +21,7 @@ pub mod func;
 pub mod span;
 pub mod text;
 pub mod types;
+pub mod value;
 pub mod verify;
 
 pub use arena::{Arena, Handle};

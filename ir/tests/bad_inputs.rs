@@ -107,13 +107,13 @@ bad_inputs! {
     kind_string_bad_letter: csr("  sp_iter s([I, K], \"SX\") as [i, k] {\n    C[i, k] = 0.0\n  }");
     reduction_writes_by_reduction_index: csr("  sp_iter s([I, J], \"SR\") as [i, j] {\n    C[i, j] = A[i, j]\n  }");
     parent_not_iterated: csr("  sp_iter s([J], \"S\") as [j] {\n  }");
-    spatial_below_reduction: csr("  sp_iter s([I, J], \"RS\") as [i, j] {\n  }");
+    spatial_below_reduction: csr("  sp_iter s([I, J], \"RS\") as [i, j] {\n    init {\n      C[j, 0] = 0.0\n    }\n    C[j, 0] = C[j, 0] + A[i, j]\n  }");
     fuse_not_a_chain: csr("  sp_iter s([fuse(I, K)], \"SS\") as [i, k] {\n    C[i, k] = 0.0\n  }");
     attach_without_dense_parent: csr("  sp_iter s([I, J, attach(J_detach, J)], \"SRR\") as [i, j, jd] {\n  }");
     storage_rule_violated: "func f(a: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) {\n  axis I = dense_fixed(m)\n  axis J = sparse_variable(I, n, nnz, indptr, indices)\n  buffer A = match_sparse_buffer(a, [J, I], f32)\n}\n";
     axis_length_not_int: "func f(len: f32) {\n  axis I = dense_fixed(len)\n}\n";
     store_type_mismatch: csr("  sp_iter s([I, K], \"SS\") as [i, k] {\n    C[i, k] = 1\n  }");
-    index_count_mismatch: csr("  sp_iter s([I, K], \"SS\") as [i, k] {\n    C[i] = 0.0\n  }");
+    index_count_mismatch: csr("  sp_iter s([I, K], \"SR\") as [i, k] {\n    C[i] = 0.0\n  }");
     operand_type_mismatch: "func f(x: i32, y: i64) stage II {\n  let z = x + y\n}\n";
     condition_not_bool: "func f(x: i32) stage II {\n  if x {\n  }\n}\n";
     shadowed_parameter: csr("  sp_iter s([I], \"S\") as [m] {\n  }");
@@ -122,5 +122,12 @@ bad_inputs! {
     sparse_buffer_at_stage_three: "func f(a: handle, m: i32) stage III {\n  axis I = dense_fixed(m)\n  buffer A = match_sparse_buffer(a, [I], f32)\n}\n";
     allocation_used_outside_its_list: "func f() stage II {\n  if true {\n    buffer t = alloc_buffer([4], f32, local)\n  }\n  t[0] = 1.0\n}\n";
     let_type_mismatch: "func f() stage II {\n  let x: i64 = 1\n}\n";
+    // ---- kinds are checked against the body ------------------------------------------------
+    // csrmm with `j` declared spatial: the store reduces over it.
+    reduction_declared_spatial: csr("  sp_iter csrmm([I, J, K], \"SSS\") as [i, j, k] {\n    init {\n      C[i, k] = 0.0\n    }\n    C[i, k] = C[i, k] + A[i, j] * B[j, k]\n  }");
+    // A plain store that overwrites one element for every `j` reduces over `j` too.
+    overwrite_declared_spatial: csr("  sp_iter s([I, J], \"SS\") as [i, j] {\n    C[i, 0] = A[i, j]\n  }");
+    init_reads_reduction: csr("  sp_iter s([I, J, K], \"SRS\") as [i, j, k] {\n    init {\n      C[i, k] = A[i, j]\n    }\n    C[i, k] = C[i, k] + A[i, j]\n  }");
+    indptr_read_as_float: CSR.replace("BODY", "").replace("  buffer C =", "  buffer P = match_buffer(indptr, [m], f32)\n  buffer C =");
     three_faults_three_errors: csr("  sp_iter s([I, J, K], \"SRS\") as [i, j, k] {\n    init {\n      C[i, j] = 0\n    }\n    C[i, k] = C[i, k] + exp(A[i, 0])\n  }\n  for t in serial(4) {\n  }");
 }

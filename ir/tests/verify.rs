@@ -543,8 +543,8 @@ fn parent_iterated_earlier() {
 
 #[test]
 fn fuse_groups_are_parent_chains() {
-    let f = csr(r#"  sp_iter s([fuse(I, K), J], "SSS") as [i, k, j] {
-    A[i, j] = 0.0
+    let f = csr(r#"  sp_iter s([fuse(I, K), J], "SRS") as [i, k, j] {
+    A[i, j] = C[i, k]
   }"#);
     assert_eq!(
         kinds(&f),
@@ -585,6 +585,9 @@ fn attach_replaces_a_dense_fixed_parent() {
 #[test]
 fn no_spatial_iterator_below_a_reduction() {
     let f = csr(r#"  sp_iter s([I, J], "RS") as [i, j] {
+    init {
+      C[j, 0] = 0.0
+    }
     A[i, j] = 0.0
   }"#);
     assert_eq!(
@@ -594,6 +597,24 @@ fn no_spatial_iterator_below_a_reduction() {
             K::SpIterReductionWrite { var: s("i"), buffer: s("A"), sp_iter: s("s") },
         ]
     );
+}
+
+#[test]
+fn scatter_has_a_spatial_iterator_below_a_reduction() {
+    // Aᵀ·B without an init: rows reduce into the output row of each column.
+    let f = csr(r#"  sp_iter s([I, J, K], "RSS") as [i, j, k] {
+    C[j, k] = C[j, k] + A[i, j] * B[i, k]
+  }"#);
+    assert_eq!(kinds(&f), vec![]);
+}
+
+#[test]
+fn spatial_iterators_are_written_through_lets() {
+    let f = csr(r#"  sp_iter s([I, J, K], "SRS") as [i, j, k] {
+    let kk: i32 = k + 0
+    C[i, kk] = C[i, kk] + A[i, j]
+  }"#);
+    assert_eq!(kinds(&f), vec![]);
 }
 
 #[test]
@@ -622,6 +643,7 @@ fn access_index_count_and_types() {
     assert_eq!(
         kinds(&f),
         vec![
+            K::SpatialNotWritten { sp_iter: s("s"), var: s("k"), buffer: s("C"), kinds: s("SR") },
             K::IndexCount { buffer: s("C"), expected: 2, found: 1 },
             K::IndexCount { buffer: s("A"), expected: 2, found: 3 },
             K::IndexNotInt { buffer: s("B"), dim: 1, found: DType::F32 },

@@ -4,6 +4,7 @@
 
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Func, Stmt, StmtKind};
+use sparsec_ir::value::Value;
 use sparsec_ir::DType;
 
 fn int(v: i64, d: DType) -> Expr {
@@ -18,27 +19,10 @@ fn wrap(v: i64, d: DType) -> i64 {
     }
 }
 
-fn fold(op: BinOp, a: i64, b: i64) -> Option<i64> {
-    Some(match op {
-        BinOp::Add => a.wrapping_add(b),
-        BinOp::Sub => a.wrapping_sub(b),
-        BinOp::Mul => a.wrapping_mul(b),
-        BinOp::FloorDiv if b != 0 => floor_div(a, b),
-        BinOp::FloorMod if b != 0 => a.wrapping_sub(b.wrapping_mul(floor_div(a, b))),
-        BinOp::Div if b != 0 => a.wrapping_div(b),
-        BinOp::Min => a.min(b),
-        BinOp::Max => a.max(b),
-        _ => return None,
-    })
-}
-
-fn floor_div(a: i64, b: i64) -> i64 {
-    let q = a.wrapping_div(b);
-    if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
+/// `a op b` at dtype `d`, by the semantic core; `None` for what cannot fold (a division by
+/// zero, which must fail when it runs).
+fn fold(op: BinOp, a: i64, b: i64, d: DType) -> Option<i64> {
+    Value::binary(op, Value::from_i64(d, a), Value::from_i64(d, b)).ok()?.as_int()
 }
 
 /// Simplifies one expression node whose children are already simplified.
@@ -46,14 +30,17 @@ fn step(e: Expr) -> Expr {
     let Expr::Binary(op, a, b) = e else {
         return match e {
             Expr::Cast(d, inner) if d.is_int() => match *inner {
-                Expr::Int(v, _) => int(v, d),
+                Expr::Int(v, from) => Value::from_i64(from, v).cast(d).as_int().map_or_else(
+                    || Expr::Cast(d, Box::new(Expr::Int(v, from))),
+                    |v| int(v, d),
+                ),
                 other => Expr::Cast(d, Box::new(other)),
             },
             other => other,
         };
     };
     match (op, *a, *b) {
-        (op, Expr::Int(x, d), Expr::Int(y, _)) if !op.is_comparison() && !op.is_logical() => match fold(op, x, y) {
+        (op, Expr::Int(x, d), Expr::Int(y, _)) if !op.is_comparison() && !op.is_logical() => match fold(op, x, y, d) {
             Some(v) => int(v, d),
             None => Expr::binary(op, Expr::Int(x, d), Expr::Int(y, d)),
         },

@@ -97,7 +97,8 @@ pub fn gpu_sparse(sch: &mut Schedule) -> Result<bool> {
         let sp = sch.get_sparse_iteration(&name)?;
         let iters = sch.get_sp_iters(sp)?;
         for k in 1..kinds.len().min(iters.len()) {
-            if kinds[k - 1] == IterKind::Spatial && kinds[k] == IterKind::Spatial {
+            // Atomic accumulation makes any pair safe; otherwise both must be spatial.
+            if shared || (kinds[k - 1] == IterKind::Spatial && kinds[k] == IterKind::Spatial) {
                 // Pairs the primitive refuses (not a parent chain from a root) are skipped.
                 if sch.sparse_fuse(sp, &[iters[k - 1], iters[k]]).is_ok() {
                     if shared {

@@ -189,7 +189,9 @@ impl Schedule {
             return Err(ScheduleError::NotARoot { axis: axis_name(&g, chain[0]) });
         }
         let kinds: String = idx.iter().filter_map(|&i| it.kinds.chars().nth(i)).collect();
-        if kinds.chars().any(|c| !kinds.starts_with(c)) {
+        // A scatter (no init) may fuse a reduction with the spatial iterator below it: the
+        // fused loop reduces. With an init, the init's spatial loops would be lost.
+        if it.init.is_some() && kinds.chars().any(|c| !kinds.starts_with(c)) {
             return Err(ScheduleError::MixedKinds { iters: given, kinds });
         }
         let mut axes: Vec<SpIterAxis> = it.axes[..first_entry].to_vec();

@@ -108,19 +108,26 @@ impl<'f> Verifier<'f> {
         self.bind_buffer(b);
     }
 
-    /// A store inside a reduction must not be indexed by a reduction iterator.
+    /// A store inside a reduction must not be indexed directly by a reduction iterator.
+    /// Through a load (a coordinate looked up in an `indices` array) it is a scatter: the
+    /// rows being reduced over pick the element, which only accumulates.
     fn reduction_write(&mut self, buffer: BufferId, indices: &'f [Expr]) {
+        fn direct_vars(e: &Expr, out: &mut Vec<VarId>) {
+            match e {
+                Expr::Var(v) => out.push(*v),
+                Expr::Load(..) | Expr::AtomicAdd(..) => {}
+                _ => e.children().into_iter().for_each(|c| direct_vars(c, out)),
+            }
+        }
+        let mut vars = Vec::new();
+        indices.iter().for_each(|e| direct_vars(e, &mut vars));
         let mut found: Vec<(VarId, Reducer<'f>)> = Vec::new();
-        for e in indices {
-            e.walk(&mut |x| {
-                if let Expr::Var(v) = x {
-                    if let Some(Some(r)) = self.reducer.get(v.index()) {
-                        if !found.iter().any(|(w, _)| w == v) {
-                            found.push((*v, *r));
-                        }
-                    }
+        for v in vars {
+            if let Some(Some(r)) = self.reducer.get(v.index()) {
+                if !found.iter().any(|(w, _)| *w == v) {
+                    found.push((v, *r));
                 }
-            });
+            }
         }
         for (v, r) in found {
             let (var, buffer) = (self.var_name(v), self.buffer_name(buffer));
@@ -157,7 +164,9 @@ impl<'f> Verifier<'f> {
                 continue; // reported where the parent is declared
             }
             match iters[..k].iter().rposition(|j| j.axis == Some(p)) {
-                Some(j) if kind(k) == Some(IterKind::Spatial) && kind(j) == Some(IterKind::Reduce) => {
+                // Without an init, a spatial iterator below a reduction is a scatter: every
+                // point accumulates, and no per-point init has to run before the reduction.
+                Some(j) if kind(k) == Some(IterKind::Spatial) && kind(j) == Some(IterKind::Reduce) && it.init.is_some() => {
                     self.err(K::SpatialUnderReduction {
                         sp_iter: name.to_string(),
                         var: it.vars.get(k).map_or_else(|| "?".to_string(), |v| self.var_name(*v)),
@@ -197,6 +206,7 @@ impl<'f> Verifier<'f> {
         for a in iters.iter().filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] += 1;
         }
+        self.check_kinds(it);
         if let Some(init) = &it.init {
             self.stmts(init);
         }

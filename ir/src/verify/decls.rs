@@ -197,6 +197,20 @@ impl<'f> Verifier<'f> {
             if let Some(param) = self.scalar_param(p) {
                 self.err(K::BufferStorageNotHandle { buffer: b.name.clone(), param });
             }
+            // A handle an axis reads as indptr or indices holds the axis's index dtype.
+            for (_, a) in f.axes.iter() {
+                for (field, q) in [("indptr", a.indptr), ("indices", a.indices)] {
+                    if q == Some(p) && a.idtype != b.dtype {
+                        self.err(K::BufferAxisArrayDType {
+                            buffer: b.name.clone(),
+                            axis: a.name.clone(),
+                            field,
+                            expected: a.idtype,
+                            found: b.dtype,
+                        });
+                    }
+                }
+            }
         }
         if let Some(e) = &b.extra_storage {
             if let Some(t) = self.expr(e) {

@@ -281,8 +281,8 @@ pub enum VerifyErrorKind {
         /// What the declared parent is instead.
         found: String,
     },
-    /// A spatial iterator over an axis whose parent a reduction iterator of the same sp_iter iterates.
-    #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` over `{axis}` lies below `{parent}`, which a reduction iterator of the same sp_iter iterates")]
+    /// A spatial iterator below a reduction iterator of the same sp_iter that has an init.
+    #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` over `{axis}` lies below `{parent}`, which a reduction iterator of the same sp_iter iterates, so its init cannot run once per spatial point before the reduction: zero the output in a separate sp_iter and drop the init")]
     SpatialUnderReduction {
         /// The sp_iter.
         sp_iter: String,
@@ -292,6 +292,40 @@ pub enum VerifyErrorKind {
         axis: String,
         /// The parent iterated by a reduction.
         parent: String,
+    },
+    /// A buffer over a handle that an axis reads as its indptr or indices, with another dtype.
+    #[error("buffer `{buffer}` reads the {field} array of axis `{axis}` as {found}, but the axis's index dtype is {expected}")]
+    BufferAxisArrayDType {
+        /// The buffer.
+        buffer: String,
+        /// The axis.
+        axis: String,
+        /// `indptr` or `indices`.
+        field: &'static str,
+        /// The axis's index dtype.
+        expected: DType,
+        /// The buffer's dtype.
+        found: DType,
+    },
+    /// A store of a sparse iteration that does not depend on one of its spatial iterators.
+    #[error("sp_iter `{sp_iter}`: the store to `{buffer}` does not depend on spatial iterator `{var}`, so it reduces over it: declare it `R` (kinds \"{kinds}\")")]
+    SpatialNotWritten {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The iterator declared spatial.
+        var: String,
+        /// The buffer stored to.
+        buffer: String,
+        /// The kind string with the reduced iterators marked `R`.
+        kinds: String,
+    },
+    /// An `init` that depends on a reduction iterator (it runs once per spatial point).
+    #[error("sp_iter `{sp_iter}`: the init depends on reduction iterator `{var}`, but it runs once per spatial point, before the reduction")]
+    InitReadsReduction {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The reduction iterator.
+        var: String,
     },
     /// An iterator variable whose dtype is not its axis's index dtype.
     #[error("iterator `{var}` of sp_iter `{sp_iter}` has type {found}, but axis `{axis}` has index dtype {expected}")]

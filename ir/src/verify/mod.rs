@@ -21,6 +21,9 @@
 //!   letter per variable; each iterated axis's parent is iterated earlier (in the same or an
 //!   enclosing `sp_iter`); `fuse` groups are parent chains; `attach` replaces a `dense_fixed`
 //!   parent; no spatial iterator below a reduction iterator of the same `sp_iter`.
+//! * **Kinds** — checked against the body, not trusted: every store of a sparse iteration
+//!   (to a buffer that outlives it) depends on each of its spatial iterators through its
+//!   indices, and its `init` depends on no reduction iterator.
 //! * **Accesses** — as many integer indices as the buffer has dimensions; stored and
 //!   atomically added values have the buffer's dtype.
 //! * **Reductions** — no store indexed by a reduction iterator of an enclosing `sp_iter` or a
@@ -34,6 +37,7 @@ mod body;
 mod decls;
 mod error;
 mod expr;
+mod kinds;
 
 pub use error::VerifyErrorKind;
 

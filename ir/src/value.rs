@@ -1,26 +1,45 @@
-//! Run-time scalar values and the arithmetic on them.
+//! The semantic core: run-time scalar values and the arithmetic on them, defined once.
+//!
+//! The interpreter evaluates with these functions and the simplifier folds constants with
+//! them, so a folded program means what the unfolded one does. Integers wrap at their
+//! width; `/` truncates, `//` and `%` round towards negative infinity; an integer division
+//! or remainder by zero is [`ValueError::DivisionByZero`]; floats follow IEEE 754 (a
+//! division by zero gives an infinity or NaN); casts follow Rust's `as` (floats to integers
+//! saturate and NaN gives 0; `x != 0` for bool). Backends translate to operations with
+//! these meanings, and the differential tests hold them to it.
 
+use crate::data::Array;
+use crate::{BinOp, DType, Intrinsic, UnOp};
 use half::{bf16, f16};
-use sparsec_ir::data::Array;
-use sparsec_ir::{BinOp, DType, Intrinsic, UnOp};
 use std::fmt;
 
 /// A scalar value. `f16`/`bf16` values are kept widened to `f32`, already rounded.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
+    /// `i32`.
     I32(i32),
+    /// `i64`.
     I64(i64),
+    /// `f16`, widened.
     F16(f32),
+    /// `bf16`, widened.
     BF16(f32),
+    /// `f32`.
     F32(f32),
+    /// `f64`.
     F64(f64),
+    /// `bool`.
     Bool(bool),
 }
 
-/// Why an operation failed; the caller adds the statement span.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum OpError {
+/// Why an operation failed; the caller adds where.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// An integer division or remainder by zero.
+    #[error("integer division by zero")]
     DivisionByZero,
+    /// Operands of the wrong types.
+    #[error("{0}")]
     Type(String),
 }
 
@@ -40,8 +59,8 @@ enum Out<T> {
 
 macro_rules! int_binop {
     ($name:ident, $t:ty) => {
-        fn $name(op: BinOp, a: $t, b: $t) -> Result<Out<$t>, OpError> {
-            let nonzero = |b: $t| if b == 0 { Err(OpError::DivisionByZero) } else { Ok(b) };
+        fn $name(op: BinOp, a: $t, b: $t) -> Result<Out<$t>, ValueError> {
+            let nonzero = |b: $t| if b == 0 { Err(ValueError::DivisionByZero) } else { Ok(b) };
             Ok(Out::Val(match op {
                 BinOp::Add => a.wrapping_add(b),
                 BinOp::Sub => a.wrapping_sub(b),
@@ -79,7 +98,7 @@ macro_rules! int_binop {
 
 macro_rules! float_binop {
     ($name:ident, $t:ty) => {
-        fn $name(op: BinOp, a: $t, b: $t) -> Result<Out<$t>, OpError> {
+        fn $name(op: BinOp, a: $t, b: $t) -> Result<Out<$t>, ValueError> {
             Ok(Out::Val(match op {
                 BinOp::Add => a + b,
                 BinOp::Sub => a - b,
@@ -113,8 +132,8 @@ int_binop!(binop_i64, i64);
 float_binop!(binop_f32, f32);
 float_binop!(binop_f64, f64);
 
-fn logic_on(t: &str) -> OpError {
-    OpError::Type(format!("`&&` and `||` take bool operands, found {t}"))
+fn logic_on(t: &str) -> ValueError {
+    ValueError::Type(format!("`&&` and `||` take bool operands, found {t}"))
 }
 
 fn op_name(op: BinOp) -> &'static str {
@@ -127,7 +146,7 @@ fn op_name(op: BinOp) -> &'static str {
 
 impl Value {
     /// The dtype of the value.
-    pub(crate) fn dtype(self) -> DType {
+    pub fn dtype(self) -> DType {
         match self {
             Value::I32(_) => DType::I32,
             Value::I64(_) => DType::I64,
@@ -140,12 +159,12 @@ impl Value {
     }
 
     /// Zero (or `false`) of a dtype.
-    pub(crate) fn zero(dtype: DType) -> Value {
+    pub fn zero(dtype: DType) -> Value {
         Value::from_i64(dtype, 0)
     }
 
     /// The integer, if this is an integer value.
-    pub(crate) fn as_int(self) -> Option<i64> {
+    pub fn as_int(self) -> Option<i64> {
         match self {
             Value::I32(x) => Some(x as i64),
             Value::I64(x) => Some(x),
@@ -154,7 +173,7 @@ impl Value {
     }
 
     /// `x as dtype`.
-    pub(crate) fn from_i64(dtype: DType, x: i64) -> Value {
+    pub fn from_i64(dtype: DType, x: i64) -> Value {
         match dtype {
             DType::I32 => Value::I32(x as i32),
             DType::I64 => Value::I64(x),
@@ -167,7 +186,7 @@ impl Value {
     }
 
     /// `x as dtype` (floats to integers saturate, NaN gives 0).
-    pub(crate) fn from_f64(dtype: DType, x: f64) -> Value {
+    pub fn from_f64(dtype: DType, x: f64) -> Value {
         match dtype {
             DType::I32 => Value::I32(x as i32),
             DType::I64 => Value::I64(x as i64),
@@ -192,7 +211,7 @@ impl Value {
     }
 
     /// Conversion with the semantics of Rust's `as` (`x != 0` for conversions to bool).
-    pub(crate) fn cast(self, to: DType) -> Value {
+    pub fn cast(self, to: DType) -> Value {
         match self {
             Value::I32(x) => Value::from_i64(to, x as i64),
             Value::I64(x) => Value::from_i64(to, x),
@@ -204,7 +223,7 @@ impl Value {
 
     /// `a op b`. Operands must have the same dtype; `&&`/`||` are handled by the caller
     /// (they short-circuit) but are accepted here too.
-    pub(crate) fn binary(op: BinOp, a: Value, b: Value) -> Result<Value, OpError> {
+    pub fn binary(op: BinOp, a: Value, b: Value) -> Result<Value, ValueError> {
         use Value::*;
         let narrow = |o: Out<f32>, round: fn(f32) -> f32, wrap: fn(f32) -> Value| match o {
             Out::Val(x) => wrap(round(x)),
@@ -226,10 +245,10 @@ impl Value {
                 BinOp::Le => x <= y,
                 BinOp::Gt => x & !y,
                 BinOp::Ge => x >= y,
-                _ => return Err(OpError::Type(format!("`{}` does not take bool operands", op_name(op)))),
+                _ => return Err(ValueError::Type(format!("`{}` does not take bool operands", op_name(op)))),
             }),
             _ => {
-                return Err(OpError::Type(format!(
+                return Err(ValueError::Type(format!(
                     "operands of `{}` have different types: {} and {}",
                     op_name(op),
                     a.dtype(),
@@ -240,7 +259,7 @@ impl Value {
     }
 
     /// `op a`.
-    pub(crate) fn unary(op: UnOp, a: Value) -> Result<Value, OpError> {
+    pub fn unary(op: UnOp, a: Value) -> Result<Value, ValueError> {
         use Value::*;
         Ok(match (op, a) {
             (UnOp::Neg, I32(x)) => I32(x.wrapping_neg()),
@@ -250,15 +269,15 @@ impl Value {
             (UnOp::Neg, F32(x)) => F32(-x),
             (UnOp::Neg, F64(x)) => F64(-x),
             (UnOp::Not, Bool(b)) => Bool(!b),
-            (UnOp::Neg, Bool(_)) => return Err(OpError::Type("`-` does not take a bool operand".into())),
-            (UnOp::Not, _) => return Err(OpError::Type(format!("`!` takes a bool operand, found {}", a.dtype()))),
+            (UnOp::Neg, Bool(_)) => return Err(ValueError::Type("`-` does not take a bool operand".into())),
+            (UnOp::Not, _) => return Err(ValueError::Type(format!("`!` takes a bool operand, found {}", a.dtype()))),
         })
     }
 
     /// An intrinsic applied to evaluated operands.
-    pub(crate) fn call(f: Intrinsic, args: &[Value]) -> Result<Value, OpError> {
+    pub fn call(f: Intrinsic, args: &[Value]) -> Result<Value, ValueError> {
         if args.len() != f.arity() {
-            return Err(OpError::Type(format!("`{}` takes {} operands, found {}", f.name(), f.arity(), args.len())));
+            return Err(ValueError::Type(format!("`{}` takes {} operands, found {}", f.name(), f.arity(), args.len())));
         }
         match f {
             Intrinsic::MaxValue(d) => return Ok(extreme(d, true)),
@@ -273,7 +292,7 @@ impl Value {
                         return Ok(Value::from_f32(x.dtype(), a.powf(b)));
                     }
                 }
-                return Err(OpError::Type(format!(
+                return Err(ValueError::Type(format!(
                     "`pow` takes two operands of the same float type, found {} and {}",
                     x.dtype(),
                     y.dtype()
@@ -299,7 +318,7 @@ impl Value {
             }
             Value::Bool(_) => {}
         }
-        Err(OpError::Type(format!("`{}` does not take a {} operand", f.name(), a.dtype())))
+        Err(ValueError::Type(format!("`{}` does not take a {} operand", f.name(), a.dtype())))
     }
 
     fn as_f32(self) -> Option<f32> {
@@ -373,7 +392,7 @@ impl fmt::Display for Value {
 }
 
 /// Element `i` of an array, in the array's own dtype.
-pub(crate) fn array_get(a: &Array, i: usize) -> Option<Value> {
+pub fn array_get(a: &Array, i: usize) -> Option<Value> {
     Some(match a {
         Array::I32(v) => Value::I32(*v.get(i)?),
         Array::I64(v) => Value::I64(*v.get(i)?),
@@ -387,7 +406,7 @@ pub(crate) fn array_get(a: &Array, i: usize) -> Option<Value> {
 
 /// Writes element `i`; the value is converted to the array's dtype. Returns `false` when
 /// `i` is out of bounds.
-pub(crate) fn array_set(a: &mut Array, i: usize, v: Value) -> bool {
+pub fn array_set(a: &mut Array, i: usize, v: Value) -> bool {
     let v = if v.dtype() == a.dtype() { v } else { v.cast(a.dtype()) };
     let slot = match (a, v) {
         (Array::I32(a), Value::I32(x)) => a.get_mut(i).map(|s| *s = x),
@@ -403,7 +422,7 @@ pub(crate) fn array_set(a: &mut Array, i: usize, v: Value) -> bool {
 }
 
 /// An array of `len` copies of `v`.
-pub(crate) fn filled(dtype: DType, len: usize, v: Value) -> Array {
+pub fn filled(dtype: DType, len: usize, v: Value) -> Array {
     let mut a = Array::zeros(dtype, len);
     if v != Value::zero(dtype) {
         match (&mut a, v.cast(dtype)) {

@@ -1,0 +1,434 @@
+//! Arguments checked against a Stage-I function before compiled code runs.
+//!
+//! The interpreter checks every index as it goes; generated code does not. So before a
+//! backend runs a lowered function, the arguments are checked here against the function's
+//! Stage-I axes and accesses, which makes every access of the generated code land inside
+//! its buffer:
+//!
+//! * [`scalar_values`] — every scalar parameter present and in its type's range;
+//! * [`check_structure`] — the sparse structure sound: row pointers start at 0 or more,
+//!   never decrease and end within `nnz`; coordinates lie inside their axis (and inside the
+//!   row length of a `dense_variable` axis); sorted axes have sorted rows without duplicates;
+//! * [`check_accesses`] — every index into a `dense_fixed` dimension and every integer
+//!   divisor of the program proven in range for these scalars, by interval arithmetic over
+//!   the iterators' coordinate ranges. What cannot be proven is refused with its location.
+
+use crate::data::{Args, Scalar};
+use crate::expr::{BinOp, Expr, UnOp};
+use crate::func::{AxisId, Func, Layout, ParamKind, Stmt, StmtKind, VarId};
+use crate::span::Span;
+use crate::types::{AxisKind, DType};
+use crate::value::Value;
+use std::collections::HashMap;
+
+/// Why the arguments are refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ArgsError {
+    /// A parameter has no value.
+    #[error("no value for parameter `{0}`")]
+    Missing(String),
+    /// A scalar of the wrong kind or out of range.
+    #[error("scalar `{param}`: {message}")]
+    BadScalar {
+        /// The parameter.
+        param: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An array of the wrong element type.
+    #[error("array `{param}` holds {found}, expected {expected}")]
+    DType {
+        /// The parameter.
+        param: String,
+        /// Its dtype.
+        expected: DType,
+        /// What it got.
+        found: DType,
+    },
+    /// An array too short for the buffers bound to it.
+    #[error("array `{param}` has {found} elements, needs at least {needed}")]
+    Length {
+        /// The parameter.
+        param: String,
+        /// Elements needed.
+        needed: usize,
+        /// Elements given.
+        found: usize,
+    },
+    /// Broken sparse structure.
+    #[error("array `{param}`: {message}")]
+    Structure {
+        /// The parameter.
+        param: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An access or a division that may leave its range for these arguments.
+    #[error("{message}")]
+    Access {
+        /// The statement.
+        span: Span,
+        /// What may go wrong.
+        message: String,
+    },
+}
+
+type R<T> = Result<T, ArgsError>;
+
+/// The integer values of the scalar parameters of `func`.
+pub fn scalar_values(func: &Func, args: &Args) -> R<HashMap<VarId, i64>> {
+    let mut out = HashMap::new();
+    for p in &func.params {
+        if let ParamKind::Scalar(v) = p.kind {
+            let d = func.vars.try_get(v).map_or(DType::I32, |x| x.dtype);
+            let s = args.scalars.get(&p.name).ok_or_else(|| ArgsError::Missing(p.name.clone()))?;
+            let bad = |message: &str| ArgsError::BadScalar { param: p.name.clone(), message: message.into() };
+            match (s, d) {
+                (Scalar::Int(x), DType::I32) => {
+                    i32::try_from(*x).map_err(|_| bad("does not fit in i32"))?;
+                    out.insert(v, *x);
+                }
+                (Scalar::Int(x), DType::I64) => {
+                    out.insert(v, *x);
+                }
+                (Scalar::Int(_) | Scalar::Float(_), d) if d.is_float() => {}
+                (Scalar::Bool(_), DType::Bool) => {}
+                _ => return Err(bad(&format!("is not a {d} value"))),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The value of an integer expression over scalar parameters (`None` if it reads anything
+/// else or fails), by the semantic core.
+pub fn eval_int(e: &Expr, scalars: &HashMap<VarId, i64>) -> Option<i64> {
+    let v = eval(e, scalars)?;
+    v.as_int()
+}
+
+fn eval(e: &Expr, scalars: &HashMap<VarId, i64>) -> Option<Value> {
+    Some(match e {
+        Expr::Int(x, d) => Value::from_i64(*d, *x),
+        Expr::Var(v) => Value::I64(*scalars.get(v)?),
+        Expr::Binary(op, a, b) => {
+            let (a, b) = (eval(a, scalars)?, eval(b, scalars)?);
+            // Scalars are held as i64; bring both operands to the wider type.
+            let d = if a.dtype() == DType::I64 || b.dtype() == DType::I64 { DType::I64 } else { a.dtype() };
+            Value::binary(*op, a.cast(d), b.cast(d)).ok()?
+        }
+        Expr::Unary(op, a) => Value::unary(*op, eval(a, scalars)?).ok()?,
+        Expr::Cast(d, a) => eval(a, scalars)?.cast(*d),
+        _ => return None,
+    })
+}
+
+/// Checks the sparse structure described by the axes of `func` (a Stage I or II function)
+/// against `args`.
+pub fn check_structure(func: &Func, args: &Args) -> R<()> {
+    if func.axes.is_empty() {
+        return Ok(());
+    }
+    let scalars = scalar_values(func, args)?;
+    let eval = |e: &Expr| eval_int(e, &scalars);
+    // Number of rows (parent positions) of each axis, computed in declaration order.
+    let mut positions: HashMap<AxisId, i64> = HashMap::new();
+    for (id, axis) in func.axes.iter() {
+        let length = eval(&axis.length);
+        let rows = match axis.parent {
+            None => 1,
+            Some(p) => positions.get(&p).copied().unwrap_or(0),
+        };
+        let total = match axis.kind {
+            AxisKind::DenseFixed => length.unwrap_or(0).saturating_mul(if axis.parent.is_some() { rows } else { 1 }),
+            AxisKind::SparseFixed => rows.saturating_mul(axis.nnz.as_ref().and_then(eval).unwrap_or(0)),
+            AxisKind::DenseVariable | AxisKind::SparseVariable => {
+                let Some(p) = axis.indptr else { continue };
+                let name = &func.params[p].name;
+                let a = args.arrays.get(name).ok_or_else(|| ArgsError::Missing(name.clone()))?;
+                let err = |message: String| ArgsError::Structure { param: name.clone(), message };
+                if !a.dtype().is_int() {
+                    return Err(err(format!("row pointers must be integers, found {}", a.dtype())));
+                }
+                let rows = rows.max(0) as usize;
+                if a.len() < rows + 1 {
+                    return Err(ArgsError::Length { param: name.clone(), needed: rows + 1, found: a.len() });
+                }
+                let mut prev = a.get_i64(0).unwrap_or(0);
+                if prev < 0 {
+                    return Err(err(format!("row pointer 0 is negative ({prev})")));
+                }
+                for i in 1..=rows {
+                    let x = a.get_i64(i).unwrap_or(0);
+                    if x < prev {
+                        return Err(err(format!("row pointers decrease at row {}: {prev} then {x}", i - 1)));
+                    }
+                    // A dense_variable row holds the coordinates 0..its length.
+                    if let (AxisKind::DenseVariable, Some(len)) = (axis.kind, length) {
+                        if x - prev > len {
+                            return Err(err(format!(
+                                "row {} of axis `{}` has {} entries, more than its length {len}",
+                                i - 1,
+                                axis.name,
+                                x - prev
+                            )));
+                        }
+                    }
+                    prev = x;
+                }
+                if let Some(nnz) = axis.nnz.as_ref().and_then(eval) {
+                    if prev > nnz {
+                        return Err(err(format!("the last row pointer {prev} exceeds nnz = {nnz}")));
+                    }
+                }
+                prev
+            }
+        };
+        positions.insert(id, total);
+        if let (true, Some(p)) = (axis.kind.is_sparse(), axis.indices) {
+            check_coordinates(func, args, &positions, id, p, total, length)?;
+        }
+    }
+    Ok(())
+}
+
+/// Coordinates of sparse axis `id` (held by parameter `p`): inside the axis, sorted where
+/// declared.
+fn check_coordinates(
+    func: &Func,
+    args: &Args,
+    positions: &HashMap<AxisId, i64>,
+    id: AxisId,
+    p: usize,
+    total: i64,
+    length: Option<i64>,
+) -> R<()> {
+    let axis = &func.axes[id];
+    let name = &func.params[p].name;
+    let a = args.arrays.get(name).ok_or_else(|| ArgsError::Missing(name.clone()))?;
+    let err = |message: String| ArgsError::Structure { param: name.clone(), message };
+    if !a.dtype().is_int() {
+        return Err(err(format!("coordinates must be integers, found {}", a.dtype())));
+    }
+    let n = total.max(0) as usize;
+    if a.len() < n {
+        return Err(ArgsError::Length { param: name.clone(), needed: n, found: a.len() });
+    }
+    let len = length.unwrap_or(i64::MAX);
+    for i in 0..n {
+        let x = a.get_i64(i).unwrap_or(0);
+        if x < 0 || x >= len {
+            return Err(err(format!("coordinate {x} at position {i} is outside 0..{len} (axis `{}`)", axis.name)));
+        }
+    }
+    // Sorted rows of a sparse-variable axis (binary searches rely on them).
+    if axis.kind == AxisKind::SparseVariable && axis.sorted {
+        let ip = &func.params[axis.indptr.unwrap_or(p)].name;
+        if let Some(ptr) = args.arrays.get(ip) {
+            let rows = positions.get(&axis.parent.unwrap_or(id)).copied().unwrap_or(0).max(0) as usize;
+            for r in 0..rows {
+                let (s, e) = (ptr.get_i64(r).unwrap_or(0), ptr.get_i64(r + 1).unwrap_or(0));
+                for k in (s + 1).max(1)..e {
+                    let (x, y) = (a.get_i64((k - 1) as usize).unwrap_or(0), a.get_i64(k as usize).unwrap_or(0));
+                    if y <= x {
+                        return Err(err(format!("row {r} is not sorted without duplicates ({x} then {y})")));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every index into a `dense_fixed` dimension (or a dense buffer's dimension)
+/// and every integer divisor of the Stage-I function `func` stays in range for the scalars
+/// of `args`: an index within `0 .. extent`, a divisor never 0. Indices are bounded by
+/// interval arithmetic over the coordinate ranges of the iterators (an iterator over an
+/// axis of length `n` lies in `0 .. n`, which [`check_structure`] guarantees for sparse
+/// axes). An access that reads memory to compute an index, or an operation the intervals
+/// do not cover, cannot be proven and is refused.
+pub fn check_accesses(func: &Func, args: &Args) -> R<()> {
+    let scalars = scalar_values(func, args)?;
+    let mut c = Checker { func, scalars, ranges: HashMap::new() };
+    c.stmts(&func.body)
+}
+
+/// A closed interval of integers.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    lo: i64,
+    hi: i64,
+}
+
+struct Checker<'f> {
+    func: &'f Func,
+    scalars: HashMap<VarId, i64>,
+    /// Ranges of the iterators and `let`s in scope.
+    ranges: HashMap<VarId, Range>,
+}
+
+impl Checker<'_> {
+    fn stmts(&mut self, list: &[Stmt]) -> R<()> {
+        list.iter().try_for_each(|s| self.stmt(s))
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> R<()> {
+        for e in s.kind.exprs() {
+            self.expr(e, s.span)?;
+        }
+        match &s.kind {
+            StmtKind::Store { buffer, indices, .. } => self.access(*buffer, indices, s.span)?,
+            StmtKind::Let { var, value } => {
+                if let Some(r) = self.range(value) {
+                    self.ranges.insert(*var, r);
+                }
+            }
+            StmtKind::SpIter(it) => {
+                let axes: Vec<AxisId> = it.axes.iter().flat_map(|a| a.axes()).collect();
+                for (&v, a) in it.vars.iter().zip(axes) {
+                    let len = self.func.axes.try_get(a).and_then(|x| eval_int(&x.length, &self.scalars));
+                    let r = len.map_or(Range { lo: 0, hi: i64::MAX }, |n| Range { lo: 0, hi: n - 1 });
+                    self.ranges.insert(v, r);
+                }
+            }
+            _ => {}
+        }
+        for child in s.kind.child_lists() {
+            self.stmts(child)?;
+        }
+        Ok(())
+    }
+
+    /// Divisions, then loads, inside `e`.
+    fn expr(&self, e: &Expr, span: Span) -> R<()> {
+        self.walk(e, span, false)?;
+        self.walk(e, span, true)
+    }
+
+    fn walk(&self, e: &Expr, span: Span, loads: bool) -> R<()> {
+        let mut result = Ok(());
+        e.walk(&mut |x| {
+            if result.is_err() {
+                return;
+            }
+            result = match x {
+                Expr::Load(b, idx) | Expr::AtomicAdd(b, idx, _) if loads => self.access(*b, idx, span),
+                Expr::Binary(BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod, _, d) if !loads && d_is_int(self.func, d) => {
+                    match self.range(d) {
+                        Some(r) if r.lo > 0 || r.hi < 0 => Ok(()),
+                        _ => Err(ArgsError::Access {
+                            span,
+                            message: "an integer divisor of this statement may be 0 for these arguments, \
+                                      which compiled code cannot report"
+                                .into(),
+                        }),
+                    }
+                }
+                _ => Ok(()),
+            };
+        });
+        result
+    }
+
+    fn access(&self, b: crate::func::BufferId, idx: &[Expr], span: Span) -> R<()> {
+        let Some(buf) = self.func.buffers.try_get(b) else { return Ok(()) };
+        for (d, e) in idx.iter().enumerate() {
+            let extent = match &buf.layout {
+                Layout::Dense(shape) => shape.get(d).and_then(|x| eval_int(x, &self.scalars)),
+                Layout::Sparse(axes) => {
+                    let Some(axis) = axes.get(d).and_then(|&a| self.func.axes.try_get(a)) else { continue };
+                    // Other axes are looked up (or guarded) by the lowering.
+                    if axis.kind != AxisKind::DenseFixed {
+                        continue;
+                    }
+                    eval_int(&axis.length, &self.scalars)
+                }
+            };
+            let fits = match (self.range(e), extent) {
+                (Some(r), Some(n)) => r.lo >= 0 && r.hi < n,
+                _ => false,
+            };
+            if !fits {
+                let what = match (self.range(e), extent) {
+                    (Some(r), Some(n)) => format!("takes values in {}..={} but the dimension has extent {n}", r.lo, r.hi),
+                    _ => "cannot be bounded".to_string(),
+                };
+                return Err(ArgsError::Access {
+                    span,
+                    message: format!("index {d} of buffer `{}` {what} for these arguments", buf.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The range of an integer expression, if the intervals cover it.
+    fn range(&self, e: &Expr) -> Option<Range> {
+        let point = |x: i64| Some(Range { lo: x, hi: x });
+        match e {
+            Expr::Int(x, _) => point(*x),
+            Expr::Var(v) => self.ranges.get(v).copied().or_else(|| self.scalars.get(v).and_then(|&x| point(x))),
+            Expr::Cast(d, a) if d.is_int() => {
+                let r = self.range(a)?;
+                // A cast to i32 keeps the range only where it fits.
+                (*d == DType::I64 || (r.lo >= i32::MIN as i64 && r.hi <= i32::MAX as i64)).then_some(r)
+            }
+            Expr::Unary(UnOp::Neg, a) => {
+                let r = self.range(a)?;
+                Some(Range { lo: r.hi.checked_neg()?, hi: r.lo.checked_neg()? })
+            }
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (self.range(a)?, self.range(b)?);
+                let corners = |f: fn(i64, i64) -> Option<i64>| -> Option<Range> {
+                    let c = [f(x.lo, y.lo)?, f(x.lo, y.hi)?, f(x.hi, y.lo)?, f(x.hi, y.hi)?];
+                    Some(Range { lo: *c.iter().min()?, hi: *c.iter().max()? })
+                };
+                let r = match op {
+                    BinOp::Add => Range { lo: x.lo.checked_add(y.lo)?, hi: x.hi.checked_add(y.hi)? },
+                    BinOp::Sub => Range { lo: x.lo.checked_sub(y.hi)?, hi: x.hi.checked_sub(y.lo)? },
+                    BinOp::Mul => corners(i64::checked_mul)?,
+                    BinOp::Min => Range { lo: x.lo.min(y.lo), hi: x.hi.min(y.hi) },
+                    BinOp::Max => Range { lo: x.lo.max(y.lo), hi: x.hi.max(y.hi) },
+                    // Positive divisors only: floor division is monotone in the dividend.
+                    BinOp::FloorDiv if y.lo > 0 => corners(|a, b| Some(a.div_euclid(b)))?,
+                    BinOp::Div if y.lo > 0 && x.lo >= 0 => corners(i64::checked_div)?,
+                    BinOp::FloorMod if y.lo > 0 => Range { lo: 0, hi: y.hi - 1 },
+                    _ => return None,
+                };
+                // Values must not wrap in i32 arithmetic.
+                let wraps = e_is_i32(self.func, a) && (r.lo < i32::MIN as i64 || r.hi > i32::MAX as i64);
+                (!wraps).then_some(r)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether an expression has an integer type, judged from its leaves.
+fn d_is_int(func: &Func, e: &Expr) -> bool {
+    leaf_dtype(func, e).is_some_and(|d| d.is_int())
+}
+
+fn e_is_i32(func: &Func, e: &Expr) -> bool {
+    leaf_dtype(func, e) == Some(DType::I32)
+}
+
+/// The dtype of an expression of a verified function, from its first typed leaf.
+fn leaf_dtype(func: &Func, e: &Expr) -> Option<DType> {
+    match e {
+        Expr::Int(_, d) | Expr::Float(_, d) | Expr::Cast(d, _) => Some(*d),
+        Expr::Bool(_) => Some(DType::Bool),
+        Expr::Var(v) => func.vars.try_get(*v).map(|x| x.dtype),
+        Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => func.buffers.try_get(*b).map(|x| x.dtype),
+        Expr::Binary(op, a, _) => {
+            if op.is_comparison() || op.is_logical() {
+                Some(DType::Bool)
+            } else {
+                leaf_dtype(func, a)
+            }
+        }
+        Expr::Unary(_, a) => leaf_dtype(func, a),
+        Expr::Select(_, a, _) => leaf_dtype(func, a),
+        Expr::Call(..) => None,
+    }
+}
