@@ -185,7 +185,9 @@ pub enum MtxError {
         index: &'static str,
     },
     /// The row pointer array of the declared rows cannot be allocated.
-    #[error("line {line}: rows = {value}: its row pointer array (rows + 1 entries) cannot be allocated")]
+    #[error(
+        "line {line}: rows = {value}: its row pointer array (rows + 1 entries) cannot be allocated"
+    )]
     Alloc {
         /// The size line.
         line: usize,
@@ -549,11 +551,18 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
 /// Converts a parsed file to CSR, refusing a row count whose row pointer array cannot be
 /// allocated (instead of aborting or panicking on the allocation).
 fn csr_of<I: Index, V: Value>((h, coo): (MtxHeader, Coo<I, V>)) -> Result<Csr<I, V>, MtxError> {
-    let alloc = MtxError::Alloc { line: h.line, value: h.rows };
+    let alloc = MtxError::Alloc {
+        line: h.line,
+        value: h.rows,
+    };
     // `to_csr` counts rows in a `usize` array and then fills an `I` one.
     let mut probe: Vec<usize> = Vec::new();
-    probe.try_reserve_exact(h.rows.checked_add(1).ok_or(alloc)?)
-        .map_err(|_| MtxError::Alloc { line: h.line, value: h.rows })?;
+    probe
+        .try_reserve_exact(h.rows.checked_add(1).ok_or(alloc)?)
+        .map_err(|_| MtxError::Alloc {
+            line: h.line,
+            value: h.rows,
+        })?;
     drop(probe);
     Ok(coo.to_csr())
 }
