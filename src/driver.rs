@@ -211,14 +211,22 @@ pub fn lower_auto(func: &Func, auto: AutoSchedule) -> Result<Vec<Func>, DriverEr
 }
 
 /// How `sparsec run` binds data to a function.
+///
+/// Every size taken from the outside is checked before anything in proportion to it is
+/// allocated: a matrix is read with its buffer's index type (`i32` axes refuse rows or
+/// columns beyond `i32::MAX`), and no array is made (a matrix's row pointers, an input drawn
+/// from the seed, a zeroed output) with more than [`MAX_ELEMENTS`] elements or more bytes
+/// than the memory available (`MemAvailable` in `/proc/meminfo`, where there is one). A
+/// `.npy` input bound to a dense buffer must have the buffer's shape exactly: a flat file for
+/// a multi-dimensional buffer is refused, as is a transposed one.
 #[derive(Clone, Debug, Default)]
 pub struct RunSpec {
     /// `buffer → Matrix Market file`: binds the values, `indptr`, `indices` and shape scalars.
     pub matrices: Vec<(String, PathBuf)>,
     /// `parameter or buffer → .npy file` for dense inputs.
     pub inputs: Vec<(String, PathBuf)>,
-    /// Scalars given by name.
-    pub scalars: Vec<(String, i64)>,
+    /// Scalars given by name, as written; parsed by the parameter's dtype.
+    pub scalars: Vec<(String, String)>,
     /// Value for every unbound scalar whose name contains `feat`.
     pub feat: Option<i64>,
     /// Block size used when a matrix is bound to a 4-axis (BSR) buffer.
@@ -226,6 +234,9 @@ pub struct RunSpec {
     /// Seed for inputs that no file gives.
     pub seed: u64,
 }
+
+/// The most elements `bind_run` puts in one array it makes (the interpreter's own limit).
+pub const MAX_ELEMENTS: usize = i32::MAX as usize;
 
 /// What can go wrong while binding data for a run.
 #[derive(Debug, thiserror::Error)]
@@ -259,9 +270,47 @@ pub enum RunError {
     /// A scalar parameter has no value.
     #[error("scalar `{0}` is not bound: pass --scalar {0}=VALUE")]
     UnboundScalar(String),
+    /// A scalar value that its parameter's dtype cannot hold.
+    #[error("{flag}: scalar `{name}` expects {expected}, found `{value}`")]
+    BadScalar {
+        /// The flag that gave it (`--scalar NAME=VALUE`, `--feat VALUE`).
+        flag: String,
+        /// The parameter.
+        name: String,
+        /// What it takes, e.g. `an integer (i32)`.
+        expected: String,
+        /// The value given.
+        value: String,
+    },
     /// An integer input array has no file and cannot be made up.
     #[error("integer input `{0}` needs a file: pass --input {0}=path.npy")]
     IntegerInput(String),
+    /// A `.npy` file whose shape is not the dense buffer's.
+    #[error("{path}: shape {shape} does not match buffer `{buffer}` [{axes}] = {dims}")]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// The file's shape.
+        shape: String,
+        /// The buffer.
+        buffer: String,
+        /// The buffer's axes, comma-separated.
+        axes: String,
+        /// Their sizes.
+        dims: String,
+    },
+    /// An array to be made for the run is too large.
+    #[error("{what} needs {need}, more than {limit}{flags}")]
+    TooLarge {
+        /// The array and its shape.
+        what: String,
+        /// Elements or bytes needed.
+        need: String,
+        /// The limit passed.
+        limit: String,
+        /// The flags that set its sizes, `` or `` (--feat 7)``.
+        flags: String,
+    },
 }
 
 /// The handle parameter behind a parameter or buffer name.
@@ -295,53 +344,226 @@ pub fn written_buffers(func: &Func) -> Vec<sparsec_ir::BufferId> {
     out
 }
 
+/// Bytes of memory available for new allocations, where the system says.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Running total of the bytes a run's arrays take, against the memory available.
+struct Budget {
+    used: u128,
+    available: Option<u64>,
+}
+
+impl Budget {
+    /// Counts `elements` of `size` bytes for `what`, refusing beyond [`MAX_ELEMENTS`] or the
+    /// memory available.
+    fn take(&mut self, what: impl Fn() -> String, elements: u128, size: usize, flags: &str) -> Result<(), RunError> {
+        let too_large = |need: String, limit: String| RunError::TooLarge { what: what(), need, limit, flags: flags.to_string() };
+        if elements > MAX_ELEMENTS as u128 {
+            return Err(too_large(format!("{elements} elements"), format!("the limit of {MAX_ELEMENTS} elements per array")));
+        }
+        self.used += elements * size as u128;
+        match self.available {
+            Some(avail) if self.used > u128::from(avail) => Err(too_large(
+                format!("{} bytes with the arrays before it", self.used),
+                format!("the {avail} bytes of memory available"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The index type a matrix is read with for a buffer: `i64` if any of its axes is.
+fn wide_index(func: &Func, b: sparsec_ir::BufferId) -> bool {
+    match &func.buffers[b].layout {
+        sparsec_ir::Layout::Sparse(axes) => axes.iter().any(|&a| func.axes[a].idtype == sparsec_ir::DType::I64),
+        sparsec_ir::Layout::Dense(_) => true,
+    }
+}
+
+/// Reads a Matrix Market file into CSR, checking that its row pointers fit the budget first.
+fn read_matrix<I: sparsec_formats::scalar::Index>(
+    path: &Path,
+    budget: &mut Budget,
+) -> Result<sparsec_formats::Csr<I, f64>, RunError> {
+    use sparsec_formats::mtx::{parse_mtx, MtxError};
+    let wrap = |e: MtxError| MtxError::File { path: path.to_path_buf(), source: Box::new(e) };
+    let bytes = std::fs::read(path).map_err(|e| wrap(e.into()))?;
+    let (h, coo) = parse_mtx::<I, f64>(&bytes).map_err(wrap)?;
+    drop(bytes);
+    // `to_csr` counts rows in `usize`s, then fills `I` row pointers.
+    let what = || format!("{}: line {}: rows = {}: the row pointer array", path.display(), h.line, h.rows);
+    budget.take(what, h.rows as u128 + 1, 8 + std::mem::size_of::<I>(), "")?;
+    Ok(coo.to_csr())
+}
+
+/// Binds one matrix file to a sparse buffer, reading it with index type `I`.
+fn bind_matrix<I: sparsec_formats::scalar::Index>(
+    func: &Func,
+    binder: &mut sparsec_formats::Binder,
+    buf: &str,
+    b: sparsec_ir::BufferId,
+    path: &Path,
+    spec: &RunSpec,
+    budget: &mut Budget,
+) -> Result<(), RunError> {
+    use sparsec_ir::{AxisKind, Layout};
+    let m = read_matrix::<I>(path, budget)?;
+    let axes = match &func.buffers[b].layout {
+        Layout::Sparse(a) => a.clone(),
+        Layout::Dense(_) => vec![],
+    };
+    let sparse_fixed = axes.get(1).is_some_and(|&a| func.axes[a].kind == AxisKind::SparseFixed);
+    match (axes.len(), sparse_fixed) {
+        (4, false) => binder.bsr(buf, &m.to_bsr(spec.block)?)?,
+        (_, true) => {
+            let k = m.row_lengths().into_iter().max().unwrap_or(0).max(1);
+            binder.ell(buf, &m.to_ell(k)?)?
+        }
+        (2, false) if func.axes[axes[1]].kind == AxisKind::DenseVariable => binder.dense_variable(buf, m.indptr(), m.values())?,
+        _ => binder.csr(buf, &m)?,
+    };
+    Ok(())
+}
+
+/// Parses a scalar given on the command line by its parameter's dtype.
+fn parse_scalar(flag: String, name: &str, value: &str, dtype: sparsec_ir::DType) -> Result<sparsec_ir::data::Scalar, RunError> {
+    use sparsec_ir::data::Scalar;
+    use sparsec_ir::DType;
+    let bad = |expected: String| RunError::BadScalar { flag: flag.clone(), name: name.to_string(), expected, value: value.to_string() };
+    match dtype {
+        DType::Bool => value.parse().map(Scalar::Bool).map_err(|_| bad("`true` or `false`".into())),
+        d if d.is_float() => value.parse().map(Scalar::Float).map_err(|_| bad(format!("a number ({})", d.name()))),
+        d => {
+            let v: i64 = value.parse().map_err(|_| bad(format!("an integer ({})", d.name())))?;
+            if d == DType::I32 && i32::try_from(v).is_err() {
+                return Err(bad(format!("an integer that fits {} ({}..={})", d.name(), i32::MIN, i32::MAX)));
+            }
+            Ok(Scalar::Int(v))
+        }
+    }
+}
+
+/// The value of a size expression from the bound integer scalars, if it has one.
+fn eval_size(func: &Func, e: &sparsec_ir::Expr, args: &sparsec_ir::data::Args) -> Option<i64> {
+    use sparsec_ir::{BinOp, Expr};
+    match e {
+        Expr::Int(v, _) => Some(*v),
+        Expr::Var(v) => match args.scalars.get(&func.vars[*v].name)? {
+            sparsec_ir::data::Scalar::Int(x) => Some(*x),
+            _ => None,
+        },
+        Expr::Cast(_, x) => eval_size(func, x, args),
+        Expr::Binary(op, a, b) => {
+            let (a, b) = (eval_size(func, a, args)?, eval_size(func, b, args)?);
+            match op {
+                BinOp::Add => a.checked_add(b),
+                BinOp::Sub => a.checked_sub(b),
+                BinOp::Mul => a.checked_mul(b),
+                BinOp::FloorDiv if b != 0 => Some(a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0)),
+                BinOp::Min => Some(a.min(b)),
+                BinOp::Max => Some(a.max(b)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A dense buffer's axis names and sizes; `None` for sparse buffers or sizes not known yet.
+fn dense_dims(func: &Func, b: sparsec_ir::BufferId, args: &sparsec_ir::data::Args) -> Option<(Vec<String>, Vec<i64>)> {
+    match &func.buffers[b].layout {
+        sparsec_ir::Layout::Sparse(axes) => {
+            if axes.iter().any(|&a| func.axes[a].kind != sparsec_ir::AxisKind::DenseFixed) {
+                return None;
+            }
+            let dims = axes.iter().map(|&a| eval_size(func, &func.axes[a].length, args)).collect::<Option<_>>()?;
+            Some((axes.iter().map(|&a| func.axes[a].name.clone()).collect(), dims))
+        }
+        sparsec_ir::Layout::Dense(shape) => {
+            let dims = shape.iter().map(|e| eval_size(func, e, args)).collect::<Option<_>>()?;
+            Some((shape.iter().map(|e| sparsec_ir::text::print_expr(func, e)).collect(), dims))
+        }
+    }
+}
+
+/// Formats sizes as a tuple: `(2708, 32)`.
+fn tuple(dims: &[i64]) -> String {
+    match dims {
+        [d] => format!("({d},)"),
+        _ => format!("({})", dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
 /// Builds the arguments of a Stage-I function from matrices, `.npy` files, scalars and the seed.
 pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, RunError> {
-    use sparsec_formats::{mtx, Binder, Csr};
-    use sparsec_ir::data::{Array, Scalar};
-    use sparsec_ir::{AxisKind, Layout, ParamKind};
+    use sparsec_formats::Binder;
+    use sparsec_ir::data::Array;
+    use sparsec_ir::ParamKind;
     let unknown = |name: &str| RunError::UnknownName { func: func.name.clone(), name: name.to_string() };
+    let mut budget = Budget { used: 0, available: available_memory() };
     let mut binder = Binder::new(func);
     for (buf, path) in &spec.matrices {
         let b = func.buffer_by_name(buf).ok_or_else(|| unknown(buf))?;
-        let m: Csr<i64, f64> = mtx::read_mtx_path(path)?;
-        let axes = match &func.buffers[b].layout {
-            Layout::Sparse(a) => a.clone(),
-            Layout::Dense(_) => vec![],
-        };
-        let sparse_fixed = axes.get(1).is_some_and(|&a| func.axes[a].kind == AxisKind::SparseFixed);
-        match (axes.len(), sparse_fixed) {
-            (4, false) => binder.bsr(buf, &m.to_bsr(spec.block)?)?,
-            (_, true) => {
-                let k = m.row_lengths().into_iter().max().unwrap_or(0).max(1);
-                binder.ell(buf, &m.to_ell(k)?)?
-            }
-            (2, false) if func.axes[axes[1]].kind == AxisKind::DenseVariable => {
-                binder.dense_variable(buf, m.indptr(), m.values())?
-            }
-            _ => binder.csr(buf, &m)?,
-        };
+        if wide_index(func, b) {
+            bind_matrix::<i64>(func, &mut binder, buf, b, path, spec, &mut budget)?;
+        } else {
+            bind_matrix::<i32>(func, &mut binder, buf, b, path, spec, &mut budget)?;
+        }
     }
     let mut args = binder.finish();
-    for (name, path) in &spec.inputs {
-        let p = param_of(func, name).ok_or_else(|| unknown(name))?;
-        args.array(func.params[p].name.clone(), crate::npy::read(path)?);
-    }
+    // Scalars, and the flag that set each (for messages about the sizes they give).
+    let mut flags: Vec<(String, String)> = Vec::new();
+    let scalar_dtype = |p: sparsec_ir::ParamId| match func.params[p].kind {
+        ParamKind::Scalar(v) => Some(func.vars[v].dtype),
+        ParamKind::Handle => None,
+    };
     for (name, v) in &spec.scalars {
-        func.param_index(name).ok_or_else(|| unknown(name))?;
-        args.int(name.clone(), *v);
+        let p = func.param_index(name).ok_or_else(|| unknown(name))?;
+        let flag = format!("--scalar {name}={v}");
+        let dtype = scalar_dtype(p).ok_or_else(|| unknown(name))?;
+        args.scalars.insert(name.clone(), parse_scalar(flag.clone(), name, v, dtype)?);
+        flags.push((name.clone(), flag));
     }
-    for p in &func.params {
-        if let ParamKind::Scalar(_) = p.kind {
-            if !args.scalars.contains_key(&p.name) {
-                match spec.feat {
-                    Some(f) if p.name.contains("feat") => {
-                        args.scalars.insert(p.name.clone(), Scalar::Int(f));
-                    }
-                    _ => return Err(RunError::UnboundScalar(p.name.clone())),
+    for (p, param) in func.params.iter().enumerate() {
+        let Some(dtype) = scalar_dtype(p) else { continue };
+        if !args.scalars.contains_key(&param.name) {
+            match spec.feat {
+                Some(f) if param.name.contains("feat") => {
+                    let flag = format!("--feat {f}");
+                    args.scalars.insert(param.name.clone(), parse_scalar(flag.clone(), &param.name, &f.to_string(), dtype)?);
+                    flags.push((param.name.clone(), flag));
                 }
+                _ => return Err(RunError::UnboundScalar(param.name.clone())),
             }
         }
+    }
+    // Files for dense inputs, which must have their buffer's shape.
+    for (name, path) in &spec.inputs {
+        let p = param_of(func, name).ok_or_else(|| unknown(name))?;
+        let (array, shape) = crate::npy::read_shaped(path)?;
+        let views: Vec<_> = match func.buffer_by_name(name) {
+            Some(b) => vec![b],
+            None => func.buffers.iter().filter(|(_, b)| b.storage == sparsec_ir::Storage::Param(p)).map(|(h, _)| h).collect(),
+        };
+        let dense: Vec<_> = views.iter().filter_map(|&b| Some((b, dense_dims(func, b, &args)?))).collect();
+        let fits = |(_, (_, dims)): &(_, (_, Vec<i64>))| {
+            dims.len() == shape.len() && dims.iter().zip(&shape).all(|(&d, &s)| u64::try_from(d) == Ok(s))
+        };
+        if let Some((b, (axes, dims))) = dense.first().filter(|_| !dense.iter().any(fits)) {
+            return Err(RunError::Shape {
+                path: path.clone(),
+                shape: crate::npy::shape_string(&shape),
+                buffer: func.buffers[*b].name.clone(),
+                axes: axes.join(", "),
+                dims: tuple(dims),
+            });
+        }
+        args.array(func.params[p].name.clone(), array);
     }
     // Remaining handles: outputs start at zero, inputs are drawn from the seed.
     let written = written_buffers(func);
@@ -352,10 +574,19 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         if args.arrays.contains_key(&name) {
             continue;
         }
+        if !written.contains(&h) && !b.dtype.is_float() {
+            return Err(RunError::IntegerInput(name));
+        }
         let len = sparsec_interp::buffer_len(func, h, &args)?;
+        let what = || match dense_dims(func, h, &args) {
+            Some((axes, dims)) => format!("buffer `{}` [{}] = {}", b.name, axes.join(", "), tuple(&dims)),
+            None => format!("buffer `{}`", b.name),
+        };
+        let used = used_flags(func, h, &flags);
+        budget.take(what, len as u128, b.dtype.size_bytes().max(4), &used)?;
         let array = if written.contains(&h) {
             Array::zeros(b.dtype, len)
-        } else if b.dtype.is_float() {
+        } else {
             let v: Vec<f32> = (0..len).map(|_| uniform(&mut rng)).collect();
             match b.dtype {
                 sparsec_ir::DType::F64 => Array::F64(v.into_iter().map(f64::from).collect()),
@@ -363,12 +594,38 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
                 sparsec_ir::DType::BF16 => Array::BF16(v.into_iter().map(|x| half::bf16::from_f32(x).to_f32()).collect()),
                 _ => Array::F32(v),
             }
-        } else {
-            return Err(RunError::IntegerInput(name));
         };
         args.array(name, array);
     }
     Ok(args)
+}
+
+/// ` (--feat 7, --scalar m=5)`: the flags that set scalars a buffer's axis sizes use.
+fn used_flags(func: &Func, b: sparsec_ir::BufferId, flags: &[(String, String)]) -> String {
+    let mut exprs: Vec<&sparsec_ir::Expr> = Vec::new();
+    match &func.buffers[b].layout {
+        sparsec_ir::Layout::Sparse(axes) => {
+            for &a in axes {
+                exprs.push(&func.axes[a].length);
+                exprs.extend(func.axes[a].nnz.as_ref());
+            }
+        }
+        sparsec_ir::Layout::Dense(shape) => exprs.extend(shape),
+    }
+    let mut names = Vec::new();
+    for e in exprs {
+        e.walk(&mut |x| {
+            if let sparsec_ir::Expr::Var(v) = x {
+                names.push(func.vars[*v].name.clone());
+            }
+        });
+    }
+    let used: Vec<&str> = flags.iter().filter(|(n, _)| names.contains(n)).map(|(_, f)| f.as_str()).collect();
+    if used.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", used.join(", "))
+    }
 }
 
 /// Uniform in [-1, 1) from a splitmix64 state.

@@ -25,9 +25,10 @@ pub struct RunArgs {
     /// Reads a dense input from a .npy file: `B=path.npy` (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH", value_parser = parse_pair::<PathBuf>)]
     inputs: Vec<(String, PathBuf)>,
-    /// Sets a scalar parameter: `feat_size=32` (repeatable).
-    #[arg(long = "scalar", value_name = "NAME=VALUE", value_parser = parse_pair::<i64>)]
-    scalars: Vec<(String, i64)>,
+    /// Sets a scalar parameter: `feat_size=32`, `alpha=0.5` (repeatable; parsed by the
+    /// parameter's dtype).
+    #[arg(long = "scalar", value_name = "NAME=VALUE", value_parser = parse_pair::<String>)]
+    scalars: Vec<(String, String)>,
     /// Feature size: sets every unbound scalar whose name contains `feat`.
     #[arg(long)]
     feat: Option<i64>,

@@ -337,4 +337,115 @@ fn compiled_backends_refuse_accesses_they_cannot_prove() {
     let file = d.join("detach_m.sptir").display().to_string();
     let o = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8"]);
     assert!(o.status.success(), "{}", stderr(&o));
+
+/// Writes a small `.npy` file with a raw header dictionary and data bytes.
+fn raw_npy(path: &std::path::Path, dict: &str, data: &[u8]) {
+    let mut header = dict.as_bytes().to_vec();
+    header.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(data);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Fails with exit code 1, no panic, and a message containing every `want`.
+fn fails_with(args: &[&str], want: &[&str]) {
+    let o = sparsec(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for w in want {
+        assert!(err.contains(w), "{args:?}: missing `{w}` in: {err}");
+    }
+}
+
+#[test]
+fn run_refuses_untrusted_sizes_before_allocating() {
+    let dir = tmp("sizes");
+    let csrmm = "tests/workloads/csrmm.sptir";
+    let mtx = |name: &str, size: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("%%MatrixMarket matrix coordinate real general\n{size}\n1 1 1.0\n")).unwrap();
+        format!("A={}", p.display())
+    };
+    // 3e9 rows (24 GB of row pointers) and 2^63 rows: beyond the i32 axes of csrmm.
+    fails_with(&["run", csrmm, "--matrix", &mtx("rows.mtx", "3000000000 2 1"), "--feat", "2"], &["rows.mtx", "line 2", "rows = 3000000000", "i32"]);
+    fails_with(&["run", csrmm, "--matrix", &mtx("rows63.mtx", "9223372036854775808 2 1"), "--feat", "2"], &["rows63.mtx", "line 2", "9223372036854775808"]);
+    // 1e9 columns make B (J_detach × K) 4e9 elements.
+    fails_with(
+        &["run", csrmm, "--matrix", &mtx("cols.mtx", "2 1000000000 1"), "--feat", "4"],
+        &["buffer `B` [J_detach, K] = (1000000000, 4) needs 4000000000 elements", "(--feat 4)"],
+    );
+    // A feature size of i32::MAX makes B 2 × 2147483647.
+    let small = mtx("small.mtx", "2 2 1");
+    fails_with(&["run", csrmm, "--matrix", &small, "--feat", "2147483647"], &["buffer `B`", "(2, 2147483647)", "--feat 2147483647"]);
+    fails_with(&["run", csrmm, "--matrix", &small, "--scalar", "feat_size=2000000000"], &["buffer `B`", "--scalar feat_size=2000000000"]);
+    // Values the scalar's dtype cannot hold.
+    fails_with(&["run", csrmm, "--matrix", &small, "--feat", "4294967296"], &["--feat 4294967296", "scalar `feat_size` expects an integer that fits i32"]);
+    fails_with(&["run", csrmm, "--matrix", &small, "--scalar", "feat_size=0.5"], &["scalar `feat_size` expects an integer (i32), found `0.5`"]);
+    // A 20-byte .npy whose header claims 4 GB.
+    let huge = dir.join("huge.npy");
+    raw_npy(&huge, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 536870912), }", &[0; 20]);
+    fails_with(
+        &["run", csrmm, "--matrix", &small, "--feat", "536870912", "--input", &format!("B={}", huge.display())],
+        &["huge.npy", "needs 4294967296 data bytes, the file has 20"],
+    );
+}
+
+#[test]
+fn run_checks_npy_inputs_against_their_buffer() {
+    let dir = tmp("npyshape");
+    let csrmm = "tests/workloads/csrmm.sptir";
+    let a = dir.join("a.mtx");
+    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1.0\n1 2 2.0\n2 2 3.0\n").unwrap();
+    let mat = format!("A={}", a.display());
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    // B = [[1, 2, 3], [4, 5, 6]] in C order, and the same matrix in Fortran order.
+    let c_order = dir.join("b_c.npy");
+    raw_npy(&c_order, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", &f32s(&[1., 2., 3., 4., 5., 6.]));
+    let f_order = dir.join("b_f.npy");
+    raw_npy(&f_order, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", &f32s(&[1., 4., 2., 5., 3., 6.]));
+    let run = |b: &std::path::Path| sparsec(&["run", csrmm, "--matrix", &mat, "--feat", "3", "--input", &format!("B={}", b.display())]);
+    let (c, f) = (run(&c_order), run(&f_order));
+    assert!(c.status.success() && f.status.success(), "{}{}", stderr(&c), stderr(&f));
+    // C = A B = [[9, 12, 15], [12, 15, 18]]: sum 81.
+    assert!(stdout(&c).contains("6 elements  sum +8.100000e1"), "{}", stdout(&c));
+    assert_eq!(stdout(&c).lines().next(), stdout(&f).lines().next());
+    // Transposed (feat, n), flat, and wrapping shapes are refused.
+    let t = dir.join("b_t.npy");
+    raw_npy(&t, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", &f32s(&[0.; 6]));
+    fails_with(&["run", csrmm, "--matrix", &mat, "--feat", "3", "--input", &format!("B={}", t.display())], &[
+        &format!("{}: shape (3, 2) does not match buffer `B` [J_detach, K] = (2, 3)", t.display()),
+    ]);
+    let flat = dir.join("b_flat.npy");
+    raw_npy(&flat, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", &f32s(&[0.; 6]));
+    fails_with(&["run", csrmm, "--matrix", &mat, "--feat", "3", "--input", &format!("B={}", flat.display())], &[
+        "b_flat.npy: shape (6,) does not match buffer `B` [J_detach, K] = (2, 3)",
+    ]);
+    let wrap = dir.join("b_wrap.npy");
+    raw_npy(&wrap, "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427388204, 4), }", &f32s(&[0.; 1200]));
+    fails_with(&["run", csrmm, "--matrix", &mat, "--feat", "3", "--input", &format!("B={}", wrap.display())], &[
+        "b_wrap.npy: shape (4611686018427388204, 4) has too many elements",
+    ]);
+}
+
+#[test]
+fn run_parses_scalars_by_dtype_and_takes_one_dimensional_files() {
+    let dir = tmp("floatscalar");
+    let prog = dir.join("scale.sptir");
+    std::fs::write(
+        &prog,
+        "func scale(x: handle, y: handle, n: i32, alpha: f32) {\n  axis I = dense_fixed(n)\n  buffer X = match_sparse_buffer(x, [I], f32)\n  buffer Y = match_sparse_buffer(y, [I], f32)\n  sp_iter s([I], \"S\") as [i] {\n    Y[i] = X[i] * alpha\n  }\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    sparsec::npy::write(&x, &sparsec::ir::data::Array::F32(vec![1.0, 2.0, 3.0]), &[3]).unwrap();
+    let out = dir.join("out");
+    let p = prog.to_str().unwrap();
+    let o = sparsec(&["run", p, "--scalar", "n=3", "--scalar", "alpha=0.5", "--input", &format!("X={}", x.display()), "--output", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (y, shape) = sparsec::npy::read_shaped(&out.join("Y.npy")).unwrap();
+    assert_eq!((y, shape), (sparsec::ir::data::Array::F32(vec![0.5, 1.0, 1.5]), vec![3]));
+    fails_with(&["run", p, "--scalar", "n=3", "--scalar", "alpha=half"], &["--scalar alpha=half: scalar `alpha` expects a number (f32), found `half`"]);
 }

@@ -51,6 +51,8 @@ pub struct MtxHeader {
     pub cols: usize,
     /// Number of entry lines declared.
     pub entries: usize,
+    /// Line (1-based) of the size line.
+    pub line: usize,
 }
 
 /// Errors of the Matrix Market reader and writer.
@@ -181,6 +183,16 @@ pub enum MtxError {
         value: usize,
         /// Index type name.
         index: &'static str,
+    },
+    /// The row pointer array of the declared rows cannot be allocated.
+    #[error(
+        "line {line}: rows = {value}: its row pointer array (rows + 1 entries) cannot be allocated"
+    )]
+    Alloc {
+        /// The size line.
+        line: usize,
+        /// Declared rows.
+        value: usize,
     },
     /// A line is not valid UTF-8.
     #[error("line {line}: not valid UTF-8")]
@@ -378,10 +390,12 @@ fn parse_banner(line: usize, text: &str) -> Result<(MtxField, MtxSymmetry), MtxE
 pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, V>), MtxError> {
     // A final newline ends the last line; it does not start an empty one.
     let input = input.strip_suffix(b"\n").unwrap_or(input);
+    // Each line with the number of input bytes after it.
     let mut lines = input.split(|&b| b == b'\n').enumerate().map(|(n, raw)| {
+        let after = input.len() - (raw.as_ptr() as usize - input.as_ptr() as usize) - raw.len();
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         std::str::from_utf8(raw)
-            .map(|s| (n + 1, s))
+            .map(|s| (n + 1, s, after))
             .map_err(|_| MtxError::Utf8 { line: n + 1 })
     });
     // Banner.
@@ -394,7 +408,7 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
             })
         }
         Some(l) => {
-            let (n, text) = l?;
+            let (n, text, _) = l?;
             parse_banner(n, text)?
         }
         None => {
@@ -409,7 +423,7 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
     let mut last = 1;
     let mut size = None;
     for l in lines.by_ref() {
-        let (n, text) = l?;
+        let (n, text, after) = l?;
         last = n;
         let t = text.trim_start();
         if t.is_empty() || t.starts_with('%') {
@@ -420,10 +434,10 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
         let rows = parse_usize(n, toks[0], "a non-negative integer row count")?;
         let cols = parse_usize(n, toks[1], "a non-negative integer column count")?;
         let entries = parse_usize(n, toks[2], "a non-negative integer entry count")?;
-        size = Some((n, rows, cols, entries));
+        size = Some((n, rows, cols, entries, after));
         break;
     }
-    let Some((size_line, rows, cols, entries)) = size else {
+    let Some((size_line, rows, cols, entries, rest)) = size else {
         return Err(MtxError::MissingSize { line: last });
     };
     if symmetry != MtxSymmetry::General && rows != cols {
@@ -455,6 +469,7 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
         rows,
         cols,
         entries,
+        line: size_line,
     };
     let ntok = if field == MtxField::Pattern { 2 } else { 3 };
     let what = if field == MtxField::Pattern {
@@ -462,8 +477,9 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
     } else {
         "row, column, value"
     };
-    // Reserve a bounded amount: the declared count is untrusted.
-    let cap = entries.min(1 << 20);
+    // The declared count is untrusted: reserve no more than the rest of the input can hold,
+    // an entry line taking at least `ntok` one-byte tokens, their separators and a newline.
+    let cap = entries.min(rest / (2 * ntok));
     let (mut ri, mut ci, mut vals) = (
         Vec::with_capacity(cap),
         Vec::with_capacity(cap),
@@ -471,7 +487,7 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
     );
     let mut read = 0usize;
     for l in lines {
-        let (n, text) = l?;
+        let (n, text, _) = l?;
         last = n;
         let t = text.trim_start();
         if t.is_empty() || t.starts_with('%') {
@@ -532,6 +548,25 @@ pub fn parse_mtx<I: Index, V: Value>(input: &[u8]) -> Result<(MtxHeader, Coo<I, 
     ))
 }
 
+/// Converts a parsed file to CSR, refusing a row count whose row pointer array cannot be
+/// allocated (instead of aborting or panicking on the allocation).
+fn csr_of<I: Index, V: Value>((h, coo): (MtxHeader, Coo<I, V>)) -> Result<Csr<I, V>, MtxError> {
+    let alloc = MtxError::Alloc {
+        line: h.line,
+        value: h.rows,
+    };
+    // `to_csr` counts rows in a `usize` array and then fills an `I` one.
+    let mut probe: Vec<usize> = Vec::new();
+    probe
+        .try_reserve_exact(h.rows.checked_add(1).ok_or(alloc)?)
+        .map_err(|_| MtxError::Alloc {
+            line: h.line,
+            value: h.rows,
+        })?;
+    drop(probe);
+    Ok(coo.to_csr())
+}
+
 /// Reads Matrix Market data from `r` into a COO matrix (see [`parse_mtx`]).
 pub fn read_mtx_coo<I: Index, V: Value, R: Read>(mut r: R) -> Result<Coo<I, V>, MtxError> {
     let mut buf = Vec::new();
@@ -541,13 +576,15 @@ pub fn read_mtx_coo<I: Index, V: Value, R: Read>(mut r: R) -> Result<Coo<I, V>, 
 
 /// Reads Matrix Market data from `r` into a CSR matrix with sorted indices and
 /// duplicates summed.
-pub fn read_mtx<I: Index, V: Value, R: Read>(r: R) -> Result<Csr<I, V>, MtxError> {
-    Ok(read_mtx_coo::<I, V, R>(r)?.to_csr())
+pub fn read_mtx<I: Index, V: Value, R: Read>(mut r: R) -> Result<Csr<I, V>, MtxError> {
+    let mut buf = Vec::new();
+    r.read_to_end(&mut buf)?;
+    csr_of(parse_mtx(&buf)?)
 }
 
 /// Parses a Matrix Market string into CSR (sorted, duplicates summed).
 pub fn read_mtx_str<I: Index, V: Value>(s: &str) -> Result<Csr<I, V>, MtxError> {
-    Ok(parse_mtx::<I, V>(s.as_bytes())?.1.to_csr())
+    csr_of(parse_mtx::<I, V>(s.as_bytes())?)
 }
 
 /// Reads a Matrix Market file into CSR (sorted, duplicates summed); errors name the path.
@@ -558,7 +595,7 @@ pub fn read_mtx_path<I: Index, V: Value>(path: impl AsRef<Path>) -> Result<Csr<I
         source: Box::new(e),
     };
     let bytes = std::fs::read(path).map_err(|e| wrap(e.into()))?;
-    Ok(parse_mtx::<I, V>(&bytes).map_err(wrap)?.1.to_csr())
+    parse_mtx::<I, V>(&bytes).and_then(csr_of).map_err(wrap)
 }
 
 /// Writes a COO matrix as `coordinate real general` (entries in storage order, 1-based).
@@ -636,7 +673,8 @@ mod tests {
                 symmetry: MtxSymmetry::General,
                 rows: 2,
                 cols: 3,
-                entries: 1
+                entries: 1,
+                line: 2
             }
         );
         assert_eq!(

@@ -446,3 +446,54 @@ proptest! {
         let _ = mtx::read_mtx::<i32, f32, _>(&bytes[..]);
     }
 }
+
+/// Sizes on the size line are untrusted: nothing in proportion to them is allocated before it
+/// is known to be needed and possible.
+#[test]
+fn hostile_sizes_are_refused_without_allocating() {
+    // i64 rows near the type's limit: the row pointer array cannot exist.
+    let e = mtx::read_mtx_str::<i64, f64>(&format!("{GEN}9223372036854775807 1 0\n")).unwrap_err();
+    assert!(matches!(e, MtxError::Alloc { line: 2, .. }), "{e:?}");
+    insta::assert_snapshot!("rows_cannot_be_allocated", e.to_string());
+    // One past i64::MAX does not fit the index type.
+    let e = mtx::read_mtx_str::<i64, f64>(&format!("{GEN}9223372036854775808 1 0\n")).unwrap_err();
+    assert!(
+        matches!(e, MtxError::TooLarge { what: "rows", .. }),
+        "{e:?}"
+    );
+    // Columns beyond i32 with i32 indices.
+    let e = err(format!("{GEN}2 3000000000 0\n").as_bytes());
+    assert!(
+        matches!(
+            e,
+            MtxError::TooLarge {
+                what: "cols",
+                value: 3_000_000_000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // A huge declared entry count in a short file is reported once the entries run out.
+    let e = err(format!("{GEN}2 2 1000000000000000\n1 1 1\n").as_bytes());
+    assert!(
+        matches!(e, MtxError::TooFewEntries { found: 1, .. }),
+        "{e:?}"
+    );
+    // Through a file, the error names it and the line.
+    let dir = std::env::temp_dir().join(format!("sparsec-mtx-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.mtx");
+    std::fs::write(&path, format!("{GEN}9223372036854775807 1 0\n")).unwrap();
+    let e = mtx::read_mtx_path::<i64, f64>(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "{}: line 2: rows = 9223372036854775807",
+            path.display()
+        )),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
