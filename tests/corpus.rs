@@ -2,7 +2,8 @@
 //!
 //! Every program in `tests/workloads/` runs in the reference interpreter at Stage I on every
 //! matrix in `$SPARSEC_DATA` and on generated ones, and must match a dense computation written
-//! in plain Rust (`common/workloads.rs`), fp32 rtol 1e-5.
+//! in plain Rust (`common/workloads.rs`), fp32 rtol 1e-5; before that, `ir::args` must prove
+//! every run's indices in range (what compiled backends require).
 
 use sparsec_testkit as common;
 
@@ -11,6 +12,10 @@ use common::workloads::WORKLOADS;
 fn check(name: &str) {
     let func = common::workload(name);
     common::for_each_case(name, |mname, c| {
+        // Every corpus run is proven in range, so compiled backends take it unchecked.
+        sparsec::ir::args::check_structure(&func, &c.args)
+            .and_then(|()| sparsec::ir::args::check_accesses(&func, &c.args))
+            .unwrap_or_else(|e| panic!("{name} on {mname}: arguments refused: {e}"));
         let out = sparsec::interp::run(&func, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: {e}"));
         for (param, want) in &c.expected {
             let got = common::output_f32(&out, param);

@@ -11,7 +11,9 @@
 //!   row length of a `dense_variable` axis); sorted axes have sorted rows without duplicates;
 //! * [`check_accesses`] — every index into a `dense_fixed` dimension and every integer
 //!   divisor of the program proven in range for these scalars, by interval arithmetic over
-//!   the iterators' coordinate ranges. What cannot be proven is refused with its location.
+//!   the iterators' coordinate ranges (an index read from an input the function never writes
+//!   ranges over the values the input holds). What cannot be proven is refused with its
+//!   location.
 
 use crate::data::{Args, Scalar};
 use crate::expr::{BinOp, Expr, UnOp};
@@ -249,7 +251,18 @@ fn check_coordinates(
 /// do not cover, cannot be proven and is refused.
 pub fn check_accesses(func: &Func, args: &Args) -> R<()> {
     let scalars = scalar_values(func, args)?;
-    let mut c = Checker { func, scalars, ranges: HashMap::new() };
+    let mut written = Vec::new();
+    crate::func::walk_stmts(&func.body, &mut |s| match &s.kind {
+        StmtKind::Store { buffer, .. } => written.push(*buffer),
+        kind => kind.exprs().iter().for_each(|e| {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, _, _) = x {
+                    written.push(*b);
+                }
+            })
+        }),
+    });
+    let mut c = Checker { func, args, written, scalars, ranges: HashMap::new() };
     c.stmts(&func.body)
 }
 
@@ -262,6 +275,9 @@ struct Range {
 
 struct Checker<'f> {
     func: &'f Func,
+    args: &'f Args,
+    /// Buffers the function writes; the others hold their arguments' values throughout.
+    written: Vec<crate::func::BufferId>,
     scalars: HashMap<VarId, i64>,
     /// Ranges of the iterators and `let`s in scope.
     ranges: HashMap<VarId, Range>,
@@ -372,6 +388,18 @@ impl Checker<'_> {
                 let r = self.range(a)?;
                 // A cast to i32 keeps the range only where it fits.
                 (*d == DType::I64 || (r.lo >= i32::MIN as i64 && r.hi <= i32::MAX as i64)).then_some(r)
+            }
+            // An index read from an input that is never written: the values it holds.
+            Expr::Load(b, _) if !self.written.contains(b) => {
+                let buf = self.func.buffers.try_get(*b)?;
+                let crate::func::Storage::Param(p) = buf.storage else { return None };
+                let a = self.args.arrays.get(&self.func.params.get(p)?.name)?;
+                if !a.dtype().is_int() {
+                    return None;
+                }
+                // An empty array is never read.
+                let (lo, hi) = (0..a.len()).filter_map(|i| a.get_i64(i)).fold((0, 0), |(lo, hi), x| (lo.min(x), hi.max(x)));
+                Some(Range { lo, hi })
             }
             Expr::Unary(UnOp::Neg, a) => {
                 let r = self.range(a)?;
