@@ -76,12 +76,13 @@ fn step(e: Expr) -> Expr {
             let c = wrap(signed1.wrapping_add(signed2), d);
             match c {
                 0 => *x,
-                c if c < 0 => Expr::binary(BinOp::Sub, *x, Expr::Int(c.wrapping_neg(), d)),
+                // Not for the most negative value, whose negation does not fit.
+                c if c < 0 && wrap(c.wrapping_neg(), d) == c.wrapping_neg() => Expr::binary(BinOp::Sub, *x, Expr::Int(c.wrapping_neg(), d)),
                 c => Expr::binary(BinOp::Add, *x, Expr::Int(c, d)),
             }
         }
         // x + c with c < 0 → x - |c|.
-        (BinOp::Add, x, Expr::Int(c, d)) if c < 0 && c != i64::MIN => Expr::binary(BinOp::Sub, x, Expr::Int(-c, d)),
+        (BinOp::Add, x, Expr::Int(c, d)) if c < 0 && c != i64::MIN && wrap(-c, d) == -c => Expr::binary(BinOp::Sub, x, Expr::Int(-c, d)),
         // (x + y) - y → x
         (BinOp::Sub, Expr::Binary(BinOp::Add, x, y), z) if *y == z => *x,
         (op, a, b) => Expr::binary(op, a, b),
