@@ -41,6 +41,16 @@ fn floor_div(a: i64, b: i64) -> i64 {
     }
 }
 
+/// Whether evaluating `e` cannot fail: literals, variables, `+ - *`, min/max and casts of such.
+fn cannot_fail(e: &Expr) -> bool {
+    match e {
+        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => true,
+        Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max, a, b) => cannot_fail(a) && cannot_fail(b),
+        Expr::Cast(_, a) => cannot_fail(a),
+        _ => false,
+    }
+}
+
 /// Simplifies one expression node whose children are already simplified.
 fn step(e: Expr) -> Expr {
     let Expr::Binary(op, a, b) = e else {
@@ -62,8 +72,9 @@ fn step(e: Expr) -> Expr {
         (BinOp::Add, Expr::Int(0, _), x) => x,
         (BinOp::Mul, x, Expr::Int(1, _)) | (BinOp::Mul, Expr::Int(1, _), x) => x,
         (BinOp::FloorDiv, x, Expr::Int(1, _)) | (BinOp::Div, x, Expr::Int(1, _)) => x,
-        (BinOp::Mul, _, Expr::Int(0, d)) | (BinOp::Mul, Expr::Int(0, d), _) => Expr::Int(0, d),
-        (BinOp::FloorMod, _, Expr::Int(1, d)) => Expr::Int(0, d),
+        // x * 0 → 0 only when dropping x cannot drop an error (a division, a load).
+        (BinOp::Mul, x, Expr::Int(0, d)) | (BinOp::Mul, Expr::Int(0, d), x) if cannot_fail(&x) => Expr::Int(0, d),
+        (BinOp::FloorMod, x, Expr::Int(1, d)) if cannot_fail(&x) => Expr::Int(0, d),
         // Constants to the right: c + x → x + c.
         (BinOp::Add, Expr::Int(c, d), x) => step(Expr::binary(BinOp::Add, x, Expr::Int(c, d))),
         // (x + c1) + c2 → x + (c1 + c2); (x + c1) - c2 → x + (c1 - c2); (x - c1) + c2 likewise.
