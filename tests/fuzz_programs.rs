@@ -22,7 +22,8 @@ fn random_programs_agree_across_stages() {
     let budget = env_u64("SPARSEC_FUZZ_SECONDS").map(Duration::from_secs);
     let start = Instant::now();
     let runner = Runner::default();
-    let opts = GenOptions { dense_variable_lookups: std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1") };
+    let all = std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1");
+    let opts = if all { GenOptions::all() } else { GenOptions::default() };
     // Panics are caught and reported per case; keep the default hook from flooding the log.
     std::panic::set_hook(Box::new(|_| {}));
     let (mut ran, mut agree, mut all_failed, mut unsupported) = (0u64, 0u64, 0u64, 0u64);

@@ -424,13 +424,19 @@ const I32_LITS: &[&str] = &["0", "1", "-1", "2", "3", "7", "-100", "65536", "214
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GenOptions {
     /// Reads of a `dense_variable` axis at a coordinate of another axis (a lookup).
-    /// Off by default: see `tests/fuzz_open/dv_lookup_*.sptir`.
     pub dense_variable_lookups: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: false }
+        GenOptions { dense_variable_lookups: true }
+    }
+}
+
+impl GenOptions {
+    /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
+    pub fn all() -> Self {
+        GenOptions { dense_variable_lookups: true }
     }
 }
 
