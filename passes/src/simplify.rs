@@ -51,6 +51,17 @@ fn cannot_fail(e: &Expr) -> bool {
     }
 }
 
+/// Whether `e` is an integer by its form (literals, casts to integers, arithmetic on them);
+/// variables and loads are not known here.
+fn is_int(e: &Expr) -> bool {
+    match e {
+        Expr::Int(..) => true,
+        Expr::Cast(d, _) => d.is_int(),
+        Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max, a, b) => is_int(a) || is_int(b),
+        _ => false,
+    }
+}
+
 /// Simplifies one expression node whose children are already simplified.
 fn step(e: Expr) -> Expr {
     let Expr::Binary(op, a, b) = e else {
@@ -94,8 +105,8 @@ fn step(e: Expr) -> Expr {
         }
         // x + c with c < 0 → x - |c|.
         (BinOp::Add, x, Expr::Int(c, d)) if c < 0 && c != i64::MIN && wrap(-c, d) == -c => Expr::binary(BinOp::Sub, x, Expr::Int(-c, d)),
-        // (x + y) - y → x
-        (BinOp::Sub, Expr::Binary(BinOp::Add, x, y), z) if *y == z => *x,
+        // (x + y) - y → x: exact only on integers (wrapping), and only when y cannot fail.
+        (BinOp::Sub, Expr::Binary(BinOp::Add, x, y), z) if *y == z && cannot_fail(&z) && (is_int(&x) || is_int(&z)) => *x,
         (op, a, b) => Expr::binary(op, a, b),
     }
 }
