@@ -117,13 +117,15 @@ impl Flattener<'_> {
         b
     }
 
-    /// The flat offset of an access.
+    /// The flat offset of an access. Dtypes are taken in the output, which holds the
+    /// `indptr` buffers this pass adds.
     fn offset(&mut self, b: BufferId, idx: Vec<Expr>) -> Expr {
         let layout = self.src.buffers[b].layout.clone();
-        let f = self.src;
+        let src = self.src;
         let mut off: Option<Expr> = None;
         match layout {
             Layout::Dense(shape) => {
+                let f = &self.out;
                 for (d, p) in shape.iter().zip(idx) {
                     off = Some(match off {
                         None => p,
@@ -133,7 +135,7 @@ impl Flattener<'_> {
             }
             Layout::Sparse(axes) => {
                 for (&a, p) in axes.iter().zip(idx) {
-                    let axis = &f.axes[a];
+                    let axis = &src.axes[a];
                     off = Some(match (axis.kind, off) {
                         (AxisKind::DenseVariable | AxisKind::SparseVariable, o) => {
                             let ip = self.indptr_of(a);
@@ -147,6 +149,7 @@ impl Flattener<'_> {
                             } else {
                                 axis.length.clone()
                             };
+                            let f = &self.out;
                             add(f, mul(f, o, extent), p)
                         }
                     });

@@ -25,6 +25,27 @@ fn fold(op: BinOp, a: i64, b: i64, d: DType) -> Option<i64> {
     Value::binary(op, Value::from_i64(d, a), Value::from_i64(d, b)).ok()?.as_int()
 }
 
+/// Whether evaluating `e` cannot fail: literals, variables, `+ - *`, min/max and casts of such.
+fn cannot_fail(e: &Expr) -> bool {
+    match e {
+        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => true,
+        Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max, a, b) => cannot_fail(a) && cannot_fail(b),
+        Expr::Cast(_, a) => cannot_fail(a),
+        _ => false,
+    }
+}
+
+/// Whether `e` is an integer by its form (literals, casts to integers, arithmetic on them);
+/// variables and loads are not known here.
+fn is_int(e: &Expr) -> bool {
+    match e {
+        Expr::Int(..) => true,
+        Expr::Cast(d, _) => d.is_int(),
+        Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max, a, b) => is_int(a) || is_int(b),
+        _ => false,
+    }
+}
+
 /// Simplifies one expression node whose children are already simplified.
 fn step(e: Expr) -> Expr {
     let Expr::Binary(op, a, b) = e else {
@@ -49,8 +70,9 @@ fn step(e: Expr) -> Expr {
         (BinOp::Add, Expr::Int(0, _), x) => x,
         (BinOp::Mul, x, Expr::Int(1, _)) | (BinOp::Mul, Expr::Int(1, _), x) => x,
         (BinOp::FloorDiv, x, Expr::Int(1, _)) | (BinOp::Div, x, Expr::Int(1, _)) => x,
-        (BinOp::Mul, _, Expr::Int(0, d)) | (BinOp::Mul, Expr::Int(0, d), _) => Expr::Int(0, d),
-        (BinOp::FloorMod, _, Expr::Int(1, d)) => Expr::Int(0, d),
+        // x * 0 → 0 only when dropping x cannot drop an error (a division, a load).
+        (BinOp::Mul, x, Expr::Int(0, d)) | (BinOp::Mul, Expr::Int(0, d), x) if cannot_fail(&x) => Expr::Int(0, d),
+        (BinOp::FloorMod, x, Expr::Int(1, d)) if cannot_fail(&x) => Expr::Int(0, d),
         // Constants to the right: c + x → x + c.
         (BinOp::Add, Expr::Int(c, d), x) => step(Expr::binary(BinOp::Add, x, Expr::Int(c, d))),
         // (x + c1) + c2 → x + (c1 + c2); (x + c1) - c2 → x + (c1 - c2); (x - c1) + c2 likewise.
@@ -63,14 +85,15 @@ fn step(e: Expr) -> Expr {
             let c = wrap(signed1.wrapping_add(signed2), d);
             match c {
                 0 => *x,
-                c if c < 0 => Expr::binary(BinOp::Sub, *x, Expr::Int(c.wrapping_neg(), d)),
+                // Not for the most negative value, whose negation does not fit.
+                c if c < 0 && wrap(c.wrapping_neg(), d) == c.wrapping_neg() => Expr::binary(BinOp::Sub, *x, Expr::Int(c.wrapping_neg(), d)),
                 c => Expr::binary(BinOp::Add, *x, Expr::Int(c, d)),
             }
         }
         // x + c with c < 0 → x - |c|.
-        (BinOp::Add, x, Expr::Int(c, d)) if c < 0 && c != i64::MIN => Expr::binary(BinOp::Sub, x, Expr::Int(-c, d)),
-        // (x + y) - y → x
-        (BinOp::Sub, Expr::Binary(BinOp::Add, x, y), z) if *y == z => *x,
+        (BinOp::Add, x, Expr::Int(c, d)) if c < 0 && c != i64::MIN && wrap(-c, d) == -c => Expr::binary(BinOp::Sub, x, Expr::Int(-c, d)),
+        // (x + y) - y → x: exact only on integers (wrapping), and only when y cannot fail.
+        (BinOp::Sub, Expr::Binary(BinOp::Add, x, y), z) if *y == z && cannot_fail(&z) && (is_int(&x) || is_int(&z)) => *x,
         (op, a, b) => Expr::binary(op, a, b),
     }
 }

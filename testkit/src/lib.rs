@@ -5,6 +5,8 @@
 pub mod workloads;
 /// Hand-written GPU schedules of the corpus.
 pub mod schedules;
+/// The differential program fuzzer (issue #13).
+pub mod fuzz;
 
 use sparsec::ir::data::{Args, Array};
 use sparsec::ir::Func;

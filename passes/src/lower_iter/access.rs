@@ -2,11 +2,12 @@
 //!
 //! For each dimension of a sparse buffer: the iterator over that very axis (in the same row)
 //! gives its position directly; a dense axis takes the coordinate as position; a sparse axis
-//! looks the coordinate up in its row with a binary search. A read of a coordinate that is not
-//! stored yields the buffer's default; a store to one is guarded away.
+//! looks the coordinate up in its row with a binary search; a dense-variable axis takes the
+//! coordinate when it lies in its row (`0..len`). A read of a coordinate that is not stored
+//! yields the buffer's default; a store to one is guarded away.
 
 use super::Lowerer;
-use crate::build::{add, int, stmt, store, sub, zero};
+use crate::build::{add, bin, int, stmt, store, sub, zero};
 use crate::PassError;
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{AxisId, BufferId, Layout, Stmt, StmtKind};
@@ -71,23 +72,34 @@ impl Lowerer<'_> {
             }
             let axis = self.out.axes[a].clone();
             let coord = self.expr(e, pre)?;
-            if !axis.kind.is_sparse() {
+            if axis.kind == AxisKind::DenseFixed {
                 pos.push(coord);
                 continue;
             }
             let depth = self.depth(a);
             let row: Vec<Expr> = pos[d - depth..d].to_vec();
             let len = self.row_len(a, &row);
-            let indices = self.indices_buffer(a);
-            let probe = move |_: &sparsec_ir::Func, p: Expr| {
-                let mut i = row.clone();
-                i.push(p);
-                Expr::Load(indices, i)
+            let cond = if axis.kind == AxisKind::DenseVariable {
+                // Row coordinates are `0..len`; the coordinate is the position.
+                let len = self.bind(&format!("{}_len", axis.name), len, pre);
+                let coord = self.bind(&format!("{}_coord", axis.name), coord, pre);
+                let dtype = self.out.expr_dtype(&coord);
+                let f = &self.out;
+                let lo = bin(f, BinOp::Ge, coord.clone(), int(0, dtype));
+                pos.push(coord.clone());
+                Expr::binary(BinOp::And, lo, bin(f, BinOp::Lt, coord, len))
+            } else {
+                let indices = self.indices_buffer(a);
+                let probe = move |_: &sparsec_ir::Func, p: Expr| {
+                    let mut i = row.clone();
+                    i.push(p);
+                    Expr::Load(indices, i)
+                };
+                let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
+                pre.extend(s.stmts);
+                pos.push(s.pos);
+                s.found.expect("lookups report found")
             };
-            let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
-            pre.extend(s.stmts);
-            pos.push(s.pos);
-            let cond = s.found.expect("lookups report found");
             found = Some(match found {
                 None => cond,
                 Some(prev) => Expr::binary(BinOp::And, prev, cond),

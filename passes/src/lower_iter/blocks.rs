@@ -82,12 +82,8 @@ impl Lowerer<'_> {
                     }
                 }
                 Mode::Main => {
-                    if plan.init_block.is_none() {
-                        if let Some(init) = &plan.it.init {
-                            out.extend(self.stmts(init)?);
-                        }
-                    }
-                    out.extend(self.stmts(&plan.it.body)?);
+                    let init = plan.it.init.as_deref().filter(|_| plan.init_block.is_none()).unwrap_or(&[]);
+                    out.extend(self.stmt_lists(&[init, &plan.it.body])?);
                 }
             }
             return Ok(out);

@@ -112,11 +112,17 @@ impl<'a> Lowerer<'a> {
         self.iters.iter().rev().find(|i| i.axis == a)
     }
 
-    /// Lowers a statement list.
+    /// Lowers a statement list into a list of its own.
     fn stmts(&mut self, stmts: &[Stmt]) -> Result<Vec<Stmt>, PassError> {
+        self.stmt_lists(&[stmts])
+    }
+
+    /// Lowers statement lists one after the other into one list: its names are picked in one
+    /// scope, so no binder of a later list shadows one of an earlier list.
+    fn stmt_lists(&mut self, lists: &[&[Stmt]]) -> Result<Vec<Stmt>, PassError> {
         self.namer.push();
         let mut out = Vec::new();
-        let r = stmts.iter().try_for_each(|s| self.stmt(s, &mut out));
+        let r = lists.iter().flat_map(|l| l.iter()).try_for_each(|s| self.stmt(s, &mut out));
         self.namer.pop();
         r.map(|()| out)
     }

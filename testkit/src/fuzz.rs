@@ -1,0 +1,1317 @@
+//! Differential program fuzzer (issue #13): random valid Stage-I programs with matching random
+//! inputs, run by the interpreter at Stage I, II and III (and by any backend added to the
+//! [`Runner`]), with a shrinker that minimises a failing case.
+//!
+//! A [`Case`] is a program model ([`Prog`]) plus its input data ([`Data`]); both come from one
+//! seed ([`generate`]). The program prints as `.sptir` ([`Prog::to_sptir`]), so a failure is
+//! directly a reproducer file. Kinds follow the body: an iterator is `S` exactly when the
+//! outputs of its `sp_iter` are indexed by it.
+
+use crate::Rng;
+use sparsec::interp::{self, Options};
+use sparsec::ir::data::{Args, Array};
+use sparsec::ir::{Func, Stage, Storage};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Value type of an expression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// `f32`.
+    F32,
+    /// `i32`.
+    I32,
+    /// `bool`.
+    Bool,
+}
+
+impl Ty {
+    fn name(self) -> &'static str {
+        match self {
+            Ty::F32 => "f32",
+            Ty::I32 => "i32",
+            Ty::Bool => "bool",
+        }
+    }
+}
+
+/// Head of an expression node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Head {
+    /// A literal, as printed.
+    Lit(String),
+    /// An iterator or scalar parameter.
+    Var(String),
+    /// A buffer element; the arguments are the indices.
+    Load(String),
+    /// A binary operator, printed infix and parenthesised.
+    Bin(&'static str),
+    /// A built-in call (`min`, `exp`, `select`, ...).
+    Call(&'static str),
+    /// `cast(<ty>, arg)`.
+    Cast,
+}
+
+/// An expression tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// Operator or leaf.
+    pub head: Head,
+    /// Operands.
+    pub args: Vec<Expr>,
+    /// Result type.
+    pub ty: Ty,
+}
+
+impl Expr {
+    fn lit(s: &str, ty: Ty) -> Expr {
+        Expr { head: Head::Lit(s.into()), args: vec![], ty }
+    }
+
+    fn var(s: &str) -> Expr {
+        Expr { head: Head::Var(s.into()), args: vec![], ty: Ty::I32 }
+    }
+
+    fn print(&self, out: &mut String) {
+        let list = |out: &mut String, args: &[Expr]| {
+            for (k, a) in args.iter().enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
+                a.print(out);
+            }
+        };
+        match &self.head {
+            Head::Lit(s) | Head::Var(s) => out.push_str(s),
+            Head::Load(b) => {
+                out.push_str(b);
+                out.push('[');
+                list(out, &self.args);
+                out.push(']');
+            }
+            Head::Bin(op) => {
+                out.push('(');
+                self.args[0].print(out);
+                out.push_str(&format!(" {op} "));
+                self.args[1].print(out);
+                out.push(')');
+            }
+            Head::Call(name) => {
+                out.push_str(name);
+                out.push('(');
+                list(out, &self.args);
+                out.push(')');
+            }
+            Head::Cast => {
+                out.push_str(&format!("cast({}, ", self.ty.name()));
+                self.args[0].print(out);
+                out.push(')');
+            }
+        }
+    }
+
+    fn nodes(&self) -> usize {
+        1 + if matches!(self.head, Head::Load(_)) { 0 } else { self.args.iter().map(Expr::nodes).sum() }
+    }
+
+    /// Node `n` in preorder, not descending into indices.
+    fn nth_mut(&mut self, n: &mut usize) -> Option<&mut Expr> {
+        if *n == 0 {
+            return Some(self);
+        }
+        *n -= 1;
+        if matches!(self.head, Head::Load(_)) {
+            return None;
+        }
+        for a in &mut self.args {
+            if let Some(e) = a.nth_mut(n) {
+                return Some(e);
+            }
+        }
+        None
+    }
+}
+
+/// `buf[idx] = value`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Store {
+    /// Buffer written.
+    pub buf: String,
+    /// Indices (iterators).
+    pub idx: Vec<Expr>,
+    /// Stored value.
+    pub value: Expr,
+}
+
+/// A statement of an `sp_iter` body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// A store.
+    Store(Store),
+    /// A nested sparse iteration.
+    Iter(SpIter),
+}
+
+/// A sparse iteration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpIter {
+    /// Name.
+    pub name: String,
+    /// Axis list entries; an entry of several axes is a `fuse(...)`.
+    pub axes: Vec<Vec<String>>,
+    /// One `S`/`R` per iterator.
+    pub kinds: String,
+    /// Iterator names.
+    pub vars: Vec<String>,
+    /// `init` stores.
+    pub init: Vec<Store>,
+    /// Body.
+    pub body: Vec<Item>,
+}
+
+/// Kind of a column axis (child of `I`, or the dense `JD`-like axis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColKind {
+    /// `dense_fixed(n)`, no parent.
+    DenseFixed,
+    /// `dense_variable(I, n, nnz, indptr)`.
+    DenseVariable,
+    /// `sparse_fixed(I, n, k, indices)` (ELL).
+    SparseFixed,
+    /// `sparse_variable(I, n, nnz, indptr, indices)` (CSR).
+    SparseVariable,
+}
+
+/// A program model: fixed declarations (axes `I`, `J<t>`, `JD`, `K` and a buffer pool) and a
+/// list of top-level sparse iterations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prog {
+    /// Column axes `J0, J1, ...` (all of length `n`, parent `I` unless dense-fixed).
+    pub cols: Vec<ColKind>,
+    /// Buffers: name, axes, dtype, `default` option, allocated (not a parameter).
+    pub bufs: Vec<Buf>,
+    /// Top-level sparse iterations.
+    pub iters: Vec<SpIter>,
+}
+
+/// A buffer of the pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buf {
+    /// Name (the parameter is its lower-case name).
+    pub name: String,
+    /// Axes.
+    pub axes: Vec<String>,
+    /// Element type.
+    pub ty: Ty,
+    /// `default = v`, for sparse buffers.
+    pub default: Option<String>,
+    /// `alloc_sparse_buffer` instead of a parameter.
+    pub alloc: bool,
+}
+
+impl Prog {
+    /// The program as `.sptir` text (one function `fuzz`).
+    pub fn to_sptir(&self) -> String {
+        let mut params: Vec<String> = Vec::new();
+        for b in self.bufs.iter().filter(|b| !b.alloc) {
+            params.push(format!("{}: handle", b.name.to_lowercase()));
+        }
+        let mut axes = vec!["  axis I = dense_fixed(m)".to_string()];
+        let mut scalars = vec!["m: i32".to_string(), "n: i32".to_string(), "f: i32".to_string()];
+        for (t, k) in self.cols.iter().enumerate() {
+            let rhs = match k {
+                ColKind::DenseFixed => "dense_fixed(n)".to_string(),
+                ColKind::DenseVariable => format!("dense_variable(I, n, nnz{t}, indptr{t})"),
+                ColKind::SparseFixed => format!("sparse_fixed(I, n, k{t}, indices{t})"),
+                ColKind::SparseVariable => format!("sparse_variable(I, n, nnz{t}, indptr{t}, indices{t})"),
+            };
+            axes.push(format!("  axis J{t} = {rhs}"));
+            match k {
+                ColKind::DenseFixed => {}
+                ColKind::DenseVariable => {
+                    params.push(format!("indptr{t}: handle"));
+                    scalars.push(format!("nnz{t}: i32"));
+                }
+                ColKind::SparseFixed => {
+                    params.push(format!("indices{t}: handle"));
+                    scalars.push(format!("k{t}: i32"));
+                }
+                ColKind::SparseVariable => {
+                    params.push(format!("indptr{t}: handle"));
+                    params.push(format!("indices{t}: handle"));
+                    scalars.push(format!("nnz{t}: i32"));
+                }
+            }
+        }
+        axes.push("  axis JD = dense_fixed(n)".into());
+        axes.push("  axis K = dense_fixed(f)".into());
+        params.extend(scalars);
+        let mut s = format!("func fuzz({}) {{\n", params.join(", "));
+        for a in axes {
+            s.push_str(&a);
+            s.push('\n');
+        }
+        for b in &self.bufs {
+            let opt = b.default.as_ref().map(|d| format!(", default = {d}")).unwrap_or_default();
+            if b.alloc {
+                s.push_str(&format!("  buffer {} = alloc_sparse_buffer([{}], {}, global)\n", b.name, b.axes.join(", "), b.ty.name()));
+            } else {
+                s.push_str(&format!(
+                    "  buffer {} = match_sparse_buffer({}, [{}], {}{opt})\n",
+                    b.name,
+                    b.name.to_lowercase(),
+                    b.axes.join(", "),
+                    b.ty.name()
+                ));
+            }
+        }
+        for it in &self.iters {
+            print_iter(it, 1, &mut s);
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    fn stores_mut(&mut self) -> Vec<&mut Store> {
+        fn go<'a>(it: &'a mut SpIter, out: &mut Vec<&'a mut Store>) {
+            out.extend(it.init.iter_mut());
+            for item in &mut it.body {
+                match item {
+                    Item::Store(st) => out.push(st),
+                    Item::Iter(inner) => go(inner, out),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for it in &mut self.iters {
+            go(it, &mut out);
+        }
+        out
+    }
+}
+
+fn print_store(st: &Store, ind: &str, s: &mut String) {
+    let mut idx = String::new();
+    for (k, e) in st.idx.iter().enumerate() {
+        if k > 0 {
+            idx.push_str(", ");
+        }
+        e.print(&mut idx);
+    }
+    let mut v = String::new();
+    st.value.print(&mut v);
+    s.push_str(&format!("{ind}{}[{idx}] = {v}\n", st.buf));
+}
+
+fn print_iter(it: &SpIter, depth: usize, s: &mut String) {
+    let ind = "  ".repeat(depth);
+    let axes: Vec<String> =
+        it.axes.iter().map(|g| if g.len() == 1 { g[0].clone() } else { format!("fuse({})", g.join(", ")) }).collect();
+    s.push_str(&format!("{ind}sp_iter {}([{}], \"{}\") as [{}] {{\n", it.name, axes.join(", "), it.kinds, it.vars.join(", ")));
+    if !it.init.is_empty() {
+        s.push_str(&format!("{ind}  init {{\n"));
+        for st in &it.init {
+            print_store(st, &format!("{ind}    "), s);
+        }
+        s.push_str(&format!("{ind}  }}\n"));
+    }
+    for item in &it.body {
+        match item {
+            Item::Store(st) => print_store(st, &format!("{ind}  "), s),
+            Item::Iter(inner) => print_iter(inner, depth + 1, s),
+        }
+    }
+    s.push_str(&format!("{ind}}}\n"));
+}
+
+/// Input data of a case: dimensions, the stored coordinates of every row of every
+/// non-dense-fixed column axis, and the seed of the array values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Data {
+    /// Rows (extent of `I`).
+    pub m: usize,
+    /// Columns (length of every `J<t>` and of `JD`).
+    pub n: usize,
+    /// Extent of `K`.
+    pub f: usize,
+    /// Per column axis, per row, the stored coordinates (empty for dense-fixed axes).
+    pub rows: Vec<Vec<Vec<i32>>>,
+    /// Seed of the buffer values.
+    pub seed: u64,
+}
+
+impl Data {
+    /// A one-line description of the inputs.
+    pub fn describe(&self, prog: &Prog) -> String {
+        let mut s = format!("m = {}, n = {}, f = {}, value seed {:#x}", self.m, self.n, self.f, self.seed);
+        for (t, (k, rows)) in prog.cols.iter().zip(&self.rows).enumerate() {
+            if *k != ColKind::DenseFixed {
+                s.push_str(&format!("; J{t} ({k:?}) rows {rows:?}"));
+            }
+        }
+        s
+    }
+}
+
+const COL_NAMES: [(ColKind, &str); 4] = [
+    (ColKind::DenseFixed, "dense_fixed"),
+    (ColKind::DenseVariable, "dense_variable"),
+    (ColKind::SparseFixed, "sparse_fixed"),
+    (ColKind::SparseVariable, "sparse_variable"),
+];
+
+/// A reproducer file: `# fuzz-data` comment lines holding the column kinds and the data, then
+/// the program.
+pub fn to_reproducer(case: &Case) -> String {
+    let d = &case.data;
+    let cols: Vec<&str> = case.prog.cols.iter().map(|k| COL_NAMES.iter().find(|c| c.0 == *k).expect("every kind").1).collect();
+    let mut s = format!("# fuzz-data m={} n={} f={} seed={} cols={}\n", d.m, d.n, d.f, d.seed, cols.join(","));
+    for rows in &d.rows {
+        let r: Vec<String> = rows.iter().map(|r| r.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")).collect();
+        s.push_str(&format!("# fuzz-rows {}\n", r.join("|")));
+    }
+    s + &case.prog.to_sptir()
+}
+
+/// Reads the column kinds and data of a reproducer written by [`to_reproducer`].
+pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
+    let head = text.lines().find_map(|l| l.strip_prefix("# fuzz-data ")).ok_or("no `# fuzz-data` line")?;
+    let mut d = Data { m: 0, n: 0, f: 0, rows: vec![], seed: 0 };
+    let mut cols = Vec::new();
+    for kv in head.split_whitespace() {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("bad field {kv}"))?;
+        let num = || v.parse::<u64>().map_err(|e| format!("{k}: {e}"));
+        match k {
+            "m" => d.m = num()? as usize,
+            "n" => d.n = num()? as usize,
+            "f" => d.f = num()? as usize,
+            "seed" => d.seed = num()?,
+            "cols" => {
+                for c in v.split(',') {
+                    cols.push(COL_NAMES.iter().find(|x| x.1 == c).ok_or_else(|| format!("unknown axis kind {c}"))?.0);
+                }
+            }
+            _ => return Err(format!("unknown field {k}")),
+        }
+    }
+    for l in text.lines().filter_map(|l| l.strip_prefix("# fuzz-rows")) {
+        let rows = if d.m == 0 { vec![] } else { l.trim().split('|').map(|r| r.split(',').filter(|x| !x.is_empty()).map(|x| x.parse::<i32>().map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()).collect::<Result<Vec<_>, _>>()? };
+        d.rows.push(rows);
+    }
+    if d.rows.len() != cols.len() {
+        return Err(format!("{} `# fuzz-rows` lines for {} column axes", d.rows.len(), cols.len()));
+    }
+    Ok((cols, d))
+}
+
+/// A program and its inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    /// Seed it was generated from.
+    pub seed: u64,
+    /// The program.
+    pub prog: Prog,
+    /// Its inputs.
+    pub data: Data,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation
+
+const F32_LITS: &[&str] = &["0.0", "1.0", "-2.5", "0.5", "7.0", "1e30", "-1e30", "3.4e38", "1e-30", "inf", "-inf", "nan"];
+const I32_LITS: &[&str] = &["0", "1", "-1", "2", "3", "7", "-100", "65536", "2147483647", "-2147483648"];
+
+/// What the generator may produce; constructs behind a flag have open bugs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenOptions {
+    /// Reads of a `dense_variable` axis at a coordinate of another axis (a lookup).
+    pub dense_variable_lookups: bool,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions { dense_variable_lookups: true }
+    }
+}
+
+impl GenOptions {
+    /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
+    pub fn all() -> Self {
+        GenOptions { dense_variable_lookups: true }
+    }
+}
+
+struct Gen<'a> {
+    opts: GenOptions,
+    rng: &'a mut Rng,
+    prog: Prog,
+    counter: usize,
+}
+
+/// An iterator in scope: name and the axis it iterates.
+#[derive(Clone)]
+struct Scope {
+    vars: Vec<(String, String)>,
+    /// Buffers that may not be read (written by the current iteration).
+    written: Vec<String>,
+}
+
+impl Gen<'_> {
+    fn chance(&mut self, p: f64) -> bool {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    fn pick<T: Clone>(&mut self, v: &[T]) -> T {
+        v[self.rng.below(v.len())].clone()
+    }
+
+    fn buf(&self, name: &str) -> &Buf {
+        self.prog.bufs.iter().find(|b| b.name == name).expect("buffer of the pool")
+    }
+
+    fn col_kind(&self, axis: &str) -> Option<ColKind> {
+        axis.strip_prefix('J').and_then(|t| t.parse::<usize>().ok()).map(|t| self.prog.cols[t])
+    }
+
+    /// Whether a variable over `var_axis` may index buffer axis `buf_axis` (lookups allowed
+    /// when `read`).
+    fn fits(&self, buf_axis: &str, var_axis: &str, read: bool) -> bool {
+        if buf_axis == var_axis {
+            return true;
+        }
+        let col = |a: &str| a == "JD" || self.col_kind(a).is_some();
+        match buf_axis {
+            "I" | "K" => false,
+            "JD" => col(var_axis),
+            a => match self.col_kind(a) {
+                Some(ColKind::DenseFixed) => col(var_axis),
+                Some(ColKind::DenseVariable) => read && col(var_axis) && self.opts.dense_variable_lookups,
+                Some(_) => read && col(var_axis),
+                None => false,
+            },
+        }
+    }
+
+    /// Index tuples (by variable) for buffer `b` from the scope; sparse child axes must be
+    /// indexed in the row of the `I` variable (always the case: only one `I` iterator).
+    fn indexings(&self, b: &Buf, scope: &Scope, read: bool, distinct: bool) -> Vec<Vec<String>> {
+        let mut out: Vec<Vec<String>> = vec![vec![]];
+        for ax in &b.axes {
+            let mut next = Vec::new();
+            for pre in &out {
+                for (v, va) in &scope.vars {
+                    if self.fits(ax, va, read) && !(distinct && pre.contains(v)) {
+                        let mut p = pre.clone();
+                        p.push(v.clone());
+                        next.push(p);
+                    }
+                }
+            }
+            out = next;
+        }
+        out
+    }
+
+    fn leaf(&mut self, ty: Ty, scope: &Scope) -> Expr {
+        let reads: Vec<(String, Vec<String>)> = self
+            .prog
+            .bufs
+            .iter()
+            .filter(|b| b.ty == ty && !scope.written.contains(&b.name) && !b.alloc)
+            .flat_map(|b| self.indexings(b, scope, true, false).into_iter().map(|ix| (b.name.clone(), ix)))
+            .collect();
+        if !reads.is_empty() && self.chance(0.6) {
+            let (b, ix) = self.pick(&reads);
+            return Expr { head: Head::Load(b), args: ix.iter().map(|v| Expr::var(v)).collect(), ty };
+        }
+        match ty {
+            Ty::F32 => {
+                if self.chance(0.3) {
+                    let i = self.leaf(Ty::I32, scope);
+                    return Expr { head: Head::Cast, args: vec![i], ty };
+                }
+                if self.chance(0.1) {
+                    let w = self.pick(&["max_value(f32)", "min_value(f32)"]);
+                    return Expr::lit(w, ty);
+                }
+                let l = if self.chance(0.7) { self.pick(&F32_LITS[..5]) } else { self.pick(F32_LITS) };
+                Expr::lit(l, ty)
+            }
+            Ty::I32 => {
+                if !scope.vars.is_empty() && self.chance(0.4) {
+                    let (v, _) = self.pick(&scope.vars);
+                    return Expr::var(&v);
+                }
+                if self.chance(0.3) {
+                    let p = self.pick(&["m", "n", "f"]);
+                    return Expr::var(p);
+                }
+                let l = if self.chance(0.7) { self.pick(&I32_LITS[..6]) } else { self.pick(I32_LITS) };
+                Expr::lit(l, ty)
+            }
+            Ty::Bool => self.expr(Ty::Bool, scope, 1),
+        }
+    }
+
+    fn expr(&mut self, ty: Ty, scope: &Scope, depth: usize) -> Expr {
+        if ty != Ty::Bool && (depth == 0 || self.chance(0.3)) {
+            return self.leaf(ty, scope);
+        }
+        let d = depth.saturating_sub(1);
+        let node = |head: Head, args: Vec<Expr>| Expr { head, args, ty };
+        match ty {
+            Ty::Bool => {
+                if self.chance(0.8) {
+                    let op = self.pick(&["<", "<=", "==", "!=", ">", ">="]);
+                    let t = if self.chance(0.5) { Ty::F32 } else { Ty::I32 };
+                    let (a, b) = (self.expr(t, scope, d), self.expr(t, scope, d));
+                    node(Head::Bin(op), vec![a, b])
+                } else {
+                    let op = self.pick(&["&&", "||"]);
+                    let (a, b) = (self.expr(Ty::Bool, scope, d), self.expr(Ty::Bool, scope, d));
+                    node(Head::Bin(op), vec![a, b])
+                }
+            }
+            Ty::F32 => match self.rng.below(10) {
+                0..=3 => {
+                    let op = self.pick(&["+", "-", "*", "/"]);
+                    let (a, b) = (self.expr(ty, scope, d), self.expr(ty, scope, d));
+                    node(Head::Bin(op), vec![a, b])
+                }
+                4 => {
+                    let f = self.pick(&["min", "max", "pow"]);
+                    let (a, b) = (self.expr(ty, scope, d), self.expr(ty, scope, d));
+                    node(Head::Call(f), vec![a, b])
+                }
+                5 | 6 => {
+                    let f = self.pick(&["exp", "log", "sqrt", "abs", "tanh", "sigmoid", "floor", "ceil"]);
+                    let a = self.expr(ty, scope, d);
+                    node(Head::Call(f), vec![a])
+                }
+                7 => {
+                    let c = self.expr(Ty::Bool, scope, d);
+                    let (a, b) = (self.expr(ty, scope, d), self.expr(ty, scope, d));
+                    node(Head::Call("select"), vec![c, a, b])
+                }
+                _ => {
+                    let a = self.expr(Ty::I32, scope, d);
+                    node(Head::Cast, vec![a])
+                }
+            },
+            Ty::I32 => match self.rng.below(10) {
+                0..=4 => {
+                    let op = self.pick(&["+", "-", "*", "/", "//", "%"]);
+                    let (a, b) = (self.expr(ty, scope, d), self.expr(ty, scope, d));
+                    node(Head::Bin(op), vec![a, b])
+                }
+                5 => {
+                    let f = self.pick(&["min", "max"]);
+                    let (a, b) = (self.expr(ty, scope, d), self.expr(ty, scope, d));
+                    node(Head::Call(f), vec![a, b])
+                }
+                6 => {
+                    let a = self.expr(ty, scope, d);
+                    node(Head::Call("abs"), vec![a])
+                }
+                7 => {
+                    let c = self.expr(Ty::Bool, scope, d);
+                    let (a, b) = (self.expr(ty, scope, d), self.expr(ty, scope, d));
+                    node(Head::Call("select"), vec![c, a, b])
+                }
+                _ => {
+                    let a = self.expr(Ty::F32, scope, d);
+                    node(Head::Cast, vec![a])
+                }
+            },
+        }
+    }
+
+    fn fresh(&mut self, base: &str) -> String {
+        self.counter += 1;
+        format!("{base}_{}", self.counter)
+    }
+
+    /// Stores of a body writing `outs` (buffer, index variables); `reduce` when the iteration
+    /// has reduction iterators. Returns (init, body).
+    fn stores(&mut self, outs: &[(String, Vec<String>)], scope: &Scope, reduce: bool, spatial: &Scope) -> (Vec<Store>, Vec<Store>) {
+        let mut init = Vec::new();
+        let mut body = Vec::new();
+        for (b, ix) in outs {
+            let ty = self.buf(b).ty;
+            let alloc = self.buf(b).alloc;
+            let idx: Vec<Expr> = ix.iter().map(|v| Expr::var(v)).collect();
+            let cur = Expr { head: Head::Load(b.clone()), args: idx.clone(), ty };
+            if (reduce && self.chance(0.7)) || alloc || self.chance(0.1) {
+                let value = if self.chance(0.5) { self.leaf(ty, &Scope { vars: vec![], written: vec![] }) } else { self.expr(ty, spatial, 1) };
+                init.push(Store { buf: b.clone(), idx: idx.clone(), value });
+            }
+            for _ in 0..1 + self.rng.below(2) {
+                let e = self.expr(ty, scope, 3);
+                let value = if reduce || self.chance(0.3) {
+                    match self.rng.below(6) {
+                        0 => Expr { head: Head::Call("max"), args: vec![cur.clone(), e], ty },
+                        1 => Expr { head: Head::Call("min"), args: vec![cur.clone(), e], ty },
+                        2 => Expr { head: Head::Bin("*"), args: vec![cur.clone(), e], ty },
+                        _ => Expr { head: Head::Bin("+"), args: vec![cur.clone(), e], ty },
+                    }
+                } else {
+                    e
+                };
+                body.push(Store { buf: b.clone(), idx: idx.clone(), value });
+            }
+        }
+        (init, body)
+    }
+
+    /// Chooses outputs among the pool for the iterators `vars` (with `outer` in scope), and
+    /// the kinds they imply. `None` when nothing fits.
+    fn outputs(&mut self, vars: &[(String, String)], outer: &Scope, allow_alloc: bool) -> Option<(Vec<(String, Vec<String>)>, String)> {
+        let mut scope = outer.clone();
+        scope.vars.extend(vars.iter().cloned());
+        let mut cands: Vec<(String, Vec<String>)> = Vec::new();
+        for b in &self.prog.bufs {
+            if b.alloc && !allow_alloc {
+                continue;
+            }
+            for ix in self.indexings(b, &scope, false, true) {
+                // Outer variables are fixed; inner ones are spatial exactly when used.
+                let kinds: String = vars.iter().map(|(v, _)| if ix.contains(v) { 'S' } else { 'R' }).collect();
+                // A spatial iterator may not lie below a reduction one.
+                let ok = vars.iter().zip(kinds.chars()).all(|((_, a), k)| {
+                    k == 'R' || self.col_kind(a).is_none_or(|c| c == ColKind::DenseFixed) || {
+                        vars.iter().zip(kinds.chars()).all(|((_, pa), pk)| pa != "I" || pk == 'S')
+                    }
+                });
+                if ok {
+                    cands.push((b.name.clone(), ix));
+                }
+            }
+        }
+        if cands.is_empty() {
+            return None;
+        }
+        let first = self.pick(&cands);
+        let kind_of = |ix: &Vec<String>| -> String { vars.iter().map(|(v, _)| if ix.contains(v) { 'S' } else { 'R' }).collect() };
+        let kinds = kind_of(&first.1);
+        let mut outs = vec![first.clone()];
+        if self.chance(0.3) {
+            let same: Vec<_> = cands.iter().filter(|c| c.0 != first.0 && kind_of(&c.1) == kinds).cloned().collect();
+            if !same.is_empty() {
+                outs.push(self.pick(&same));
+            }
+        }
+        Some((outs, kinds))
+    }
+
+    fn col(&mut self) -> String {
+        let t = self.rng.below(self.prog.cols.len());
+        if self.chance(0.15) {
+            "JD".into()
+        } else {
+            format!("J{t}")
+        }
+    }
+
+    /// A flat (non-nested) sparse iteration over `I`, a column axis and/or `K`.
+    fn flat_iter(&mut self) -> Option<SpIter> {
+        let c = self.col();
+        let mut axes: Vec<String> = match self.rng.below(6) {
+            0 => vec!["I".into(), "K".into()],
+            1 => vec!["I".into(), c],
+            2 => vec!["K".into(), "I".into(), c],
+            3 => vec!["I".into(), "K".into(), c],
+            _ => vec!["I".into(), c, "K".into()],
+        };
+        if self.chance(0.05) {
+            axes = vec!["I".into()];
+        }
+        let vars: Vec<(String, String)> = axes
+            .iter()
+            .map(|a| {
+                let base = match a.as_str() {
+                    "I" => "i",
+                    "K" => "k",
+                    _ => "j",
+                };
+                (self.fresh(base), a.clone())
+            })
+            .collect();
+        let none = Scope { vars: vec![], written: vec![] };
+        let (outs, kinds) = self.outputs(&vars, &none, false)?;
+        let reduce = kinds.contains('R');
+        let written: Vec<String> = outs.iter().map(|o| o.0.clone()).collect();
+        let scope = Scope { vars: vars.clone(), written: written.clone() };
+        let spatial = Scope {
+            vars: vars.iter().zip(kinds.chars()).filter(|(_, k)| *k == 'S').map(|(v, _)| v.clone()).collect(),
+            written,
+        };
+        let (init, body) = self.stores(&outs, &scope, reduce, &spatial);
+        // fuse(I, J) when J is I's child, right after it, with the same kind.
+        let mut groups: Vec<Vec<String>> = axes.iter().map(|a| vec![a.clone()]).collect();
+        if let Some(p) = axes.iter().position(|a| a == "I") {
+            let fusable = axes.get(p + 1).and_then(|a| self.col_kind(a)).is_some_and(|k| k != ColKind::DenseFixed);
+            let kb = kinds.as_bytes();
+            if fusable && kb[p] == kb[p + 1] && self.chance(0.3) {
+                let j = groups.remove(p + 1);
+                groups[p].extend(j);
+            }
+        }
+        Some(SpIter {
+            name: self.fresh("it"),
+            axes: groups,
+            kinds,
+            vars: vars.into_iter().map(|v| v.0).collect(),
+            init,
+            body: body.into_iter().map(Item::Store).collect(),
+        })
+    }
+
+    /// `sp_iter([I], "S")` around inner iterations over a column axis (sparse_softmax style):
+    /// a reduction into a row temporary, then a spatial pass reading it.
+    fn nested_iter(&mut self) -> Option<SpIter> {
+        let i = self.fresh("i");
+        let outer = Scope { vars: vec![(i.clone(), "I".into())], written: vec![] };
+        let c = self.col();
+        let mut body = Vec::new();
+        let j = self.fresh("j");
+        let tmp = self.pick(&["T", "V"]).to_string();
+        let scope = Scope { vars: vec![(i.clone(), "I".into()), (j.clone(), c.clone())], written: vec![tmp.clone()] };
+        let (init, red) = self.stores(&[(tmp.clone(), vec![i.clone()])], &scope, true, &Scope { vars: vec![(i.clone(), "I".into())], written: vec![tmp.clone()] });
+        body.push(Item::Iter(SpIter {
+            name: self.fresh("red"),
+            axes: vec![vec![c.clone()]],
+            kinds: "R".into(),
+            vars: vec![j],
+            init,
+            body: red.into_iter().map(Item::Store).collect(),
+        }));
+        // Spatial pass: may read the temporary (now written).
+        let j2 = self.fresh("j");
+        let vars = vec![(j2.clone(), c.clone())];
+        let (outs, kinds) = self.outputs(&vars, &outer, false)?;
+        let written: Vec<String> = outs.iter().map(|o| o.0.clone()).filter(|b| *b != tmp).collect();
+        if outs.iter().any(|o| o.0 == tmp) {
+            return None;
+        }
+        let mut sc = outer.clone();
+        sc.vars.push((j2.clone(), c.clone()));
+        sc.written = written.clone();
+        // Reads of T are allowed here; mark it readable by un-allocating in the leaf filter.
+        let (init2, st) = self.stores(&outs, &sc, kinds.contains('R'), &Scope { vars: outer.vars.clone(), written });
+        let mut st: Vec<Item> = st.into_iter().map(Item::Store).collect();
+        // Use the temporary in the first store.
+        if let Some(Item::Store(s0)) = st.first_mut() {
+            let ty = self.buf(&s0.buf).ty;
+            let t = Expr { head: Head::Load(tmp.clone()), args: vec![Expr::var(&i)], ty: self.buf(&tmp).ty };
+            let t = if t.ty == ty { t } else { Expr { head: Head::Cast, args: vec![t], ty } };
+            let op = self.pick(&["+", "-", "*", "/"]);
+            s0.value = Expr { head: Head::Bin(op), args: vec![s0.value.clone(), t], ty };
+        }
+        body.push(Item::Iter(SpIter {
+            name: self.fresh("sp"),
+            axes: vec![vec![c]],
+            kinds,
+            vars: vec![j2],
+            init: init2,
+            body: st,
+        }));
+        Some(SpIter { name: self.fresh("row"), axes: vec![vec!["I".into()]], kinds: "S".into(), vars: vec![i], init: vec![], body })
+    }
+}
+
+fn gen_rows(rng: &mut Rng, kind: ColKind, m: usize, n: usize) -> Vec<Vec<i32>> {
+    use sparsec::formats::gen;
+    let to_rows = |c: sparsec::formats::Csr<i32, f32>| -> Vec<Vec<i32>> {
+        (0..m).map(|r| c.indices()[c.indptr()[r] as usize..c.indptr()[r + 1] as usize].to_vec()).collect()
+    };
+    match kind {
+        ColKind::DenseFixed => vec![],
+        ColKind::SparseVariable => {
+            let seed = rng.next_u64();
+            let c = match rng.below(5) {
+                0 if m > 0 => gen::single_full_row::<i32, f32>(m, n, rng.below(m), seed),
+                1 => gen::with_empty_rows::<i32, f32>(m, n, seed),
+                2 => gen::uniform::<i32, f32>(m, n, 0, seed),
+                _ => {
+                    let nnz = rng.below(m * n + 1);
+                    gen::uniform::<i32, f32>(m, n, nnz, seed)
+                }
+            };
+            to_rows(c.expect("generator parameters are in range"))
+        }
+        ColKind::SparseFixed => {
+            let k = rng.below(n + 1);
+            (0..m)
+                .map(|_| {
+                    let mut all: Vec<i32> = (0..n as i32).collect();
+                    for x in 0..n {
+                        let y = x + rng.below(n - x);
+                        all.swap(x, y);
+                    }
+                    let mut r = all[..k].to_vec();
+                    r.sort_unstable();
+                    r
+                })
+                .collect()
+        }
+        ColKind::DenseVariable => {
+            let long = if m > 0 && rng.below(4) == 0 { Some(rng.below(m)) } else { None };
+            (0..m)
+                .map(|r| {
+                    let len = match long {
+                        Some(l) => if l == r { n } else { 0 },
+                        None => rng.below(n + 1),
+                    };
+                    (0..len as i32).collect()
+                })
+                .collect()
+        }
+    }
+}
+
+/// Generates the case of `seed` with the default options.
+pub fn generate(seed: u64) -> Case {
+    generate_with(seed, GenOptions::default())
+}
+
+/// Generates the case of `seed`: a program of one to three sparse iterations and its inputs.
+pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
+    let mut rng = Rng::new(seed);
+    let kinds = [ColKind::DenseFixed, ColKind::DenseVariable, ColKind::SparseFixed, ColKind::SparseVariable];
+    let ncols = 1 + rng.below(2);
+    let cols: Vec<ColKind> = (0..ncols).map(|_| kinds[rng.below(4)]).collect();
+    let mut bufs = Vec::new();
+    let ty = |rng: &mut Rng| if rng.below(4) == 0 { Ty::I32 } else { Ty::F32 };
+    for (t, k) in cols.iter().enumerate() {
+        let default = if *k != ColKind::DenseFixed && rng.below(3) == 0 { Some("1.5".to_string()) } else { None };
+        let t0 = ty(&mut rng);
+        let default = default.map(|d| if t0 == Ty::I32 { "3".into() } else { d });
+        bufs.push(Buf { name: format!("A{t}"), axes: vec!["I".into(), format!("J{t}")], ty: t0, default, alloc: false });
+        let t1 = ty(&mut rng);
+        bufs.push(Buf { name: format!("B{t}"), axes: vec!["I".into(), format!("J{t}"), "K".into()], ty: t1, default: None, alloc: false });
+    }
+    for (name, axes) in [("X", vec!["I", "K"]), ("Y", vec!["JD", "K"]), ("V", vec!["I"]), ("W", vec!["JD"]), ("U", vec!["K"]), ("D", vec!["I", "JD"])] {
+        let t = ty(&mut rng);
+        bufs.push(Buf { name: name.into(), axes: axes.into_iter().map(String::from).collect(), ty: t, default: None, alloc: false });
+    }
+    bufs.push(Buf { name: "T".into(), axes: vec!["I".into()], ty: Ty::F32, default: None, alloc: true });
+    let m = if rng.below(10) == 0 { 0 } else { 1 + rng.below(6) };
+    let n = 1 + rng.below(6);
+    let f = 1 + rng.below(3);
+    let rows = cols.iter().map(|&k| gen_rows(&mut rng, k, m, n)).collect();
+    let vseed = rng.next_u64();
+    let mut g = Gen { opts, rng: &mut rng, prog: Prog { cols, bufs, iters: vec![] }, counter: 0 };
+    let count = 1 + g.rng.below(3);
+    let mut tries = 0;
+    while g.prog.iters.len() < count && tries < 20 {
+        tries += 1;
+        let it = if g.chance(0.25) { g.nested_iter() } else { g.flat_iter() };
+        if let Some(it) = it {
+            g.prog.iters.push(it);
+        }
+    }
+    let prog = g.prog;
+    Case { seed, prog, data: Data { m, n, f, rows, seed: vseed } }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs
+
+fn i32s(v: impl IntoIterator<Item = usize>) -> Array {
+    Array::I32(v.into_iter().map(|x| x as i32).collect())
+}
+
+/// The arguments of `func` (the parsed program of `case`): index arrays and scalars from the
+/// data, every buffer parameter filled with random values of the right length.
+pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, String> {
+    let mut args = Args::new();
+    args.int("m", d.m as i64).int("n", d.n as i64).int("f", d.f as i64);
+    for (t, (k, rows)) in cols.iter().zip(&d.rows).enumerate() {
+        let mut indptr = vec![0usize];
+        for r in rows {
+            indptr.push(indptr.last().unwrap() + r.len());
+        }
+        let indices = Array::I32(rows.iter().flatten().copied().collect());
+        match k {
+            ColKind::DenseFixed => {}
+            ColKind::DenseVariable => {
+                args.int(format!("nnz{t}"), *indptr.last().unwrap() as i64);
+                args.array(format!("indptr{t}"), i32s(indptr));
+            }
+            ColKind::SparseFixed => {
+                args.int(format!("k{t}"), rows.first().map_or(0, |r| r.len()) as i64);
+                args.array(format!("indices{t}"), indices);
+            }
+            ColKind::SparseVariable => {
+                args.int(format!("nnz{t}"), *indptr.last().unwrap() as i64);
+                args.array(format!("indptr{t}"), i32s(indptr));
+                args.array(format!("indices{t}"), indices);
+            }
+        }
+    }
+    let mut rng = Rng::new(d.seed);
+    for (b, buf) in func.buffers.iter() {
+        let Storage::Param(p) = buf.storage else { continue };
+        let len = interp::buffer_len(func, b, &args).map_err(|e| format!("length of `{}`: {e}", buf.name))?;
+        let special = |rng: &mut Rng| rng.below(40) == 0;
+        let a = match buf.dtype {
+            sparsec::ir::DType::I32 => Array::I32(
+                (0..len)
+                    .map(|_| {
+                        if special(&mut rng) {
+                            [i32::MAX, i32::MIN, 65536, 0][rng.below(4)]
+                        } else {
+                            rng.below(11) as i32 - 5
+                        }
+                    })
+                    .collect(),
+            ),
+            _ => Array::F32(
+                (0..len)
+                    .map(|_| {
+                        if special(&mut rng) {
+                            [0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30][rng.below(5)]
+                        } else {
+                            rng.f32() * 4.0
+                        }
+                    })
+                    .collect(),
+            ),
+        };
+        args.array(func.params[p].name.clone(), a);
+    }
+    Ok(args)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running and comparing
+
+/// A further execution of the Stage-III function (a backend): returns every array.
+pub type Backend<'a> = Box<dyn Fn(&Func, &Args) -> Result<Args, String> + 'a>;
+
+/// What one case gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Every execution succeeded with the same arrays.
+    Agree,
+    /// Every execution failed (first message).
+    AllFailed(String),
+    /// The passes refused a construct (`PassError::Unsupported`): not a bug.
+    Unsupported(String),
+    /// The generated program or its inputs were refused (parse, verify, sizes): a generator
+    /// bug unless the refusal is itself wrong.
+    Rejected(String),
+    /// A disagreement, a compiler-bug pass error or a panic.
+    Failure(String),
+}
+
+impl Outcome {
+    /// Whether this is a [`Outcome::Failure`].
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Outcome::Failure(_))
+    }
+
+    /// For a failure, its message without numbers and quoted names: two failures with the
+    /// same key are taken to be the same bug (the shrinker keeps the key).
+    pub fn key(&self) -> Option<String> {
+        let Outcome::Failure(msg) = self else { return None };
+        let mut out = String::new();
+        let mut quoted = false;
+        for ch in msg.chars() {
+            match ch {
+                '`' => {
+                    quoted = !quoted;
+                    out.push('`');
+                }
+                _ if quoted || ch.is_ascii_digit() => {}
+                _ => out.push(ch),
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Runs cases through the interpreter at every stage and through the added backends.
+pub struct Runner<'a> {
+    /// Named backends run on the Stage-III function.
+    pub backends: Vec<(String, Backend<'a>)>,
+    /// Interpreter fuel per run.
+    pub max_steps: u64,
+    /// f32 relative tolerance.
+    pub rtol: f32,
+}
+
+impl Default for Runner<'_> {
+    fn default() -> Self {
+        Runner { backends: Vec::new(), max_steps: 1 << 22, rtol: 1e-4 }
+    }
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+fn close(a: f32, b: f32, rtol: f32, scale: f32) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return a == b;
+    }
+    (a - b).abs() <= rtol * a.abs().max(b.abs()) + rtol * 1e-3 * scale
+}
+
+fn compare(want: &Args, got: &Args, rtol: f32) -> Option<String> {
+    for (name, w) in &want.arrays {
+        let Some(g) = got.arrays.get(name) else { return Some(format!("array `{name}` missing")) };
+        match (w, g) {
+            (Array::F32(w), Array::F32(g)) if w.len() == g.len() => {
+                let scale = w.iter().filter(|x| x.is_finite()).fold(1f32, |m, x| m.max(x.abs()));
+                if let Some(i) = (0..w.len()).find(|&i| !close(g[i], w[i], rtol, scale)) {
+                    return Some(format!("`{name}`[{i}]: got {}, want {}", g[i], w[i]));
+                }
+            }
+            _ if w != g => return Some(format!("`{name}`: got {g:?}, want {w:?}")),
+            _ => {}
+        }
+    }
+    None
+}
+
+impl Runner<'_> {
+    /// Runs one case.
+    pub fn check(&self, case: &Case) -> Outcome {
+        self.check_text(&case.prog.to_sptir(), &case.prog.cols, &case.data)
+    }
+
+    /// Runs a program given as text, with the column axes it declares and its data.
+    pub fn check_text(&self, text: &str, cols: &[ColKind], data: &Data) -> Outcome {
+        let f1 = match sparsec::ir::text::parse_func("fuzz.sptir", text) {
+            Ok(f) => f,
+            Err(e) => return Outcome::Rejected(format!("parse: {e}")),
+        };
+        if let Err(errs) = sparsec::ir::verify::verify_func(&f1) {
+            return Outcome::Rejected(format!("verify: {}", errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")));
+        }
+        let args = match build_args(&f1, cols, data) {
+            Ok(a) => a,
+            Err(e) => return Outcome::Rejected(format!("inputs: {e}")),
+        };
+        match catch_unwind(AssertUnwindSafe(|| self.run_all(&f1, &args))) {
+            Ok(o) => o,
+            Err(p) => Outcome::Failure(format!("panic: {}", panic_text(p))),
+        }
+    }
+
+    fn run_all(&self, f1: &Func, args: &Args) -> Outcome {
+        use sparsec::passes::{PassError, PassManager};
+        let stages = match PassManager::lowering_to(Stage::III).run_all(f1) {
+            Ok(s) => s,
+            Err(e @ PassError::Unsupported { .. }) => return Outcome::Unsupported(e.to_string()),
+            Err(e) => return Outcome::Failure(format!("lowering: {e}")),
+        };
+        let opts = Options { max_steps: self.max_steps };
+        let mut runs: Vec<(String, Result<Args, String>)> = Vec::new();
+        for f in std::iter::once(f1).chain(&stages) {
+            let r = catch_unwind(AssertUnwindSafe(|| interp::run_with(f, args, &opts)));
+            let r = match r {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(p) => return Outcome::Failure(format!("panic in the interpreter at Stage {}: {}", f.stage, panic_text(p))),
+            };
+            runs.push((format!("interp Stage {}", f.stage), r));
+        }
+        let last = stages.last().expect("two stages");
+        for (name, b) in &self.backends {
+            let r = catch_unwind(AssertUnwindSafe(|| b(last, args)));
+            match r {
+                Ok(r) => runs.push((name.clone(), r)),
+                Err(p) => return Outcome::Failure(format!("panic in {name}: {}", panic_text(p))),
+            }
+        }
+        let errs: Vec<&(String, Result<Args, String>)> = runs.iter().filter(|r| r.1.is_err()).collect();
+        if errs.len() == runs.len() {
+            return Outcome::AllFailed(runs[0].1.clone().err().unwrap_or_default());
+        }
+        if let Some((name, Err(e))) = errs.first().map(|r| (&r.0, &r.1)) {
+            let ok: Vec<&str> = runs.iter().filter(|r| r.1.is_ok()).map(|r| r.0.as_str()).collect();
+            return Outcome::Failure(format!("{name} fails ({e}) but {} succeed(s)", ok.join(", ")));
+        }
+        let want = runs[0].1.as_ref().expect("all ok");
+        for (name, r) in &runs[1..] {
+            if let Some(d) = compare(want, r.as_ref().expect("all ok"), self.rtol) {
+                return Outcome::Failure(format!("{name} differs from interp Stage I: {d}"));
+            }
+        }
+        Outcome::Agree
+    }
+
+    /// Shrinks a failing case while it keeps failing (at most `budget` checks); returns the
+    /// smallest case found.
+    pub fn minimise(&self, case: &Case, budget: usize) -> Case {
+        let mut best = case.clone();
+        let key = self.check(case).key();
+        let mut spent = 0;
+        'outer: loop {
+            for cand in shrinks(&best) {
+                if spent >= budget {
+                    break 'outer;
+                }
+                spent += 1;
+                let o = self.check(&cand);
+                if o.is_failure() && o.key() == key {
+                    best = cand;
+                    continue 'outer;
+                }
+            }
+            break;
+        }
+        best
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shrinking
+
+fn iter_at<'a>(p: &'a mut Prog, path: &[usize]) -> &'a mut SpIter {
+    let mut it = &mut p.iters[path[0]];
+    for &l in &path[1..] {
+        it = match &mut it.body[l] {
+            Item::Iter(inner) => inner,
+            Item::Store(_) => unreachable!("paths lead to iterations"),
+        };
+    }
+    it
+}
+
+fn all_paths(p: &Prog) -> Vec<Vec<usize>> {
+    fn go(it: &SpIter, pre: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        out.push(pre.clone());
+        for (l, item) in it.body.iter().enumerate() {
+            if let Item::Iter(inner) = item {
+                pre.push(l);
+                go(inner, pre, out);
+                pre.pop();
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (k, it) in p.iters.iter().enumerate() {
+        go(it, &mut vec![k], &mut out);
+    }
+    out
+}
+
+/// Candidate shrinks of a case, biggest steps first.
+fn shrinks(c: &Case) -> Vec<Case> {
+    let mut out = Vec::new();
+    let with = |f: &dyn Fn(&mut Case) -> bool| -> Option<Case> {
+        let mut c2 = c.clone();
+        f(&mut c2).then_some(c2)
+    };
+    // Drop top-level iterations.
+    for k in 0..c.prog.iters.len() {
+        if c.prog.iters.len() > 1 {
+            out.extend(with(&|c2| {
+                c2.prog.iters.remove(k);
+                true
+            }));
+        }
+    }
+    // Drop body items and inits.
+    for path in all_paths(&c.prog) {
+        let it = iter_at(&mut c.prog.clone(), &path).clone();
+        for l in 0..it.body.len() {
+            if it.body.len() > 1 {
+                out.extend(with(&|c2| {
+                    iter_at(&mut c2.prog, &path).body.remove(l);
+                    true
+                }));
+            }
+        }
+        for l in 0..it.init.len() {
+            out.extend(with(&|c2| {
+                iter_at(&mut c2.prog, &path).init.remove(l);
+                true
+            }));
+        }
+    }
+    // Data: rows, columns, features, coordinates.
+    let d = &c.data;
+    if d.m > 0 {
+        out.extend(with(&|c2| {
+            c2.data.m -= 1;
+            for r in &mut c2.data.rows {
+                r.truncate(c2.data.m);
+            }
+            true
+        }));
+    }
+    if d.f > 1 {
+        out.extend(with(&|c2| {
+            c2.data.f -= 1;
+            true
+        }));
+    }
+    if d.n > 1 {
+        out.extend(with(&|c2| {
+            c2.data.n -= 1;
+            let n = c2.data.n as i32;
+            for (k, rows) in c2.prog.cols.iter().zip(&mut c2.data.rows) {
+                for r in rows.iter_mut() {
+                    r.retain(|&x| x < n);
+                }
+                if *k == ColKind::SparseFixed {
+                    let kk = rows.iter().map(Vec::len).min().unwrap_or(0);
+                    rows.iter_mut().for_each(|r| r.truncate(kk));
+                }
+            }
+            true
+        }));
+    }
+    for t in 0..d.rows.len() {
+        for r in 0..d.rows[t].len() {
+            for x in 0..d.rows[t][r].len() {
+                out.extend(with(&|c2| {
+                    let kind = c2.prog.cols[t];
+                    let row = &mut c2.data.rows[t][r];
+                    match kind {
+                        ColKind::SparseVariable => {
+                            row.remove(x);
+                            true
+                        }
+                        ColKind::DenseVariable if x + 1 == row.len() => {
+                            row.pop();
+                            true
+                        }
+                        _ => false,
+                    }
+                }));
+            }
+        }
+    }
+    // Expressions: replace a node by an operand of its type, or by a literal.
+    let count: Vec<usize> = c.prog.clone().stores_mut().iter().map(|s| s.value.nodes()).collect();
+    for (s, &nodes) in count.iter().enumerate() {
+        for n in 0..nodes {
+            let mut probe = c.prog.clone();
+            let mut k = n;
+            let node = probe.stores_mut()[s].value.nth_mut(&mut k).expect("node in range").clone();
+            let mut repl: Vec<Expr> = node.args.iter().filter(|a| a.ty == node.ty && !matches!(node.head, Head::Load(_))).cloned().collect();
+            let lit = match node.ty {
+                Ty::F32 => "1.0",
+                Ty::I32 => "1",
+                Ty::Bool => "true",
+            };
+            if node.head != Head::Lit(lit.into()) {
+                repl.push(Expr::lit(lit, node.ty));
+            }
+            for r in repl {
+                out.extend(with(&|c2| {
+                    let mut k = n;
+                    *c2.prog.stores_mut()[s].value.nth_mut(&mut k).expect("node in range") = r.clone();
+                    true
+                }));
+            }
+        }
+    }
+    out
+}

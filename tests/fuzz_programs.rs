@@ -1,0 +1,99 @@
+//! Differential program fuzzer (issue #13): random valid Stage-I programs with random inputs run
+//! by the interpreter at Stage I, II and III; every stage gives the same arrays or every stage
+//! fails. `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed and
+//! `SPARSEC_FUZZ_SECONDS` a time budget instead (used by `scripts/fuzz`); `SPARSEC_FUZZ_ALL=1`
+//! also generates the constructs with open bugs (see `GenOptions`). A failure prints its
+//! seed and the minimised program. The generator must produce programs that verify.
+//!
+//! `tests/fuzz_regressions/*.sptir` are minimised reproducers of fixed bugs, run through all
+//! stages here; `tests/fuzz_open/` holds reproducers of open bugs (not run).
+
+use sparsec_testkit::fuzz::{generate_with, parse_reproducer, to_reproducer, GenOptions, Outcome, Runner};
+use std::time::{Duration, Instant};
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
+}
+
+#[test]
+fn random_programs_agree_across_stages() {
+    let cases = env_u64("SPARSEC_FUZZ_CASES").unwrap_or(5000);
+    let first = env_u64("SPARSEC_FUZZ_SEED").unwrap_or(0xf022);
+    let budget = env_u64("SPARSEC_FUZZ_SECONDS").map(Duration::from_secs);
+    let start = Instant::now();
+    let runner = Runner::default();
+    let all = std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1");
+    let opts = if all { GenOptions::all() } else { GenOptions::default() };
+    // Panics are caught and reported per case; keep the default hook from flooding the log.
+    std::panic::set_hook(Box::new(|_| {}));
+    let (mut ran, mut agree, mut all_failed, mut unsupported) = (0u64, 0u64, 0u64, 0u64);
+    let mut failures = Vec::new();
+    let mut keys = std::collections::BTreeSet::new();
+    let mut rejected = Vec::new();
+    for seed in first.. {
+        match budget {
+            Some(b) if start.elapsed() >= b => break,
+            None if ran >= cases => break,
+            _ => {}
+        }
+        ran += 1;
+        let case = generate_with(seed, opts);
+        match runner.check(&case) {
+            Outcome::Agree => agree += 1,
+            Outcome::AllFailed(_) => all_failed += 1,
+            Outcome::Unsupported(_) => unsupported += 1,
+            Outcome::Rejected(why) => rejected.push(format!("seed {seed}: {why}\n{}", case.prog.to_sptir())),
+            o @ Outcome::Failure(_) => {
+                let Outcome::Failure(why) = &o else { unreachable!() };
+                // One minimised reproducer per distinct failure.
+                if !keys.insert(o.key().unwrap_or_default()) {
+                    failures.push(format!("seed {seed}: {why} (seen before)\n"));
+                    continue;
+                }
+                let small = runner.minimise(&case, 2000);
+                let again = runner.check(&small);
+                failures.push(format!(
+                    "seed {seed}: {why}\nminimised ({again:?}), inputs: {}\n{}",
+                    small.data.describe(&small.prog),
+                    to_reproducer(&small)
+                ));
+            }
+        }
+    }
+    let _ = std::panic::take_hook();
+    println!(
+        "fuzz: {ran} cases from seed {first:#x} in {:.1} s: {agree} agree, {all_failed} fail at every stage, {unsupported} unsupported, {} rejected, {} failures",
+        start.elapsed().as_secs_f64(),
+        rejected.len(),
+        failures.len()
+    );
+    for r in rejected.iter().take(3) {
+        println!("REJECTED {r}");
+    }
+    for f in &failures {
+        println!("FAILURE {f}");
+    }
+    assert!(agree * 2 >= ran, "fewer than half of the cases ran to completion at every stage");
+    assert!(rejected.is_empty() && failures.is_empty(), "{} rejected, {} failures (see above)", rejected.len(), failures.len());
+}
+
+/// Minimised reproducers of fixed bugs: every stage agrees (or every stage fails).
+#[test]
+fn fuzz_regressions_agree_across_stages() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz_regressions");
+    let runner = Runner::default();
+    let mut ran = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "sptir") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (cols, data) = parse_reproducer(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        match runner.check_text(&text, &cols, &data) {
+            Outcome::Agree | Outcome::AllFailed(_) => ran += 1,
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+    assert!(ran >= 1, "no reproducer in {dir}");
+}
