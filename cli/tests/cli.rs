@@ -337,6 +337,7 @@ fn compiled_backends_refuse_accesses_they_cannot_prove() {
     let file = d.join("detach_m.sptir").display().to_string();
     let o = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8"]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
 
 /// Writes a small `.npy` file with a raw header dictionary and data bytes.
 fn raw_npy(path: &std::path::Path, dict: &str, data: &[u8]) {
