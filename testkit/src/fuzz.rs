@@ -789,7 +789,9 @@ impl Gen<'_> {
         let vars = vec![(j2.clone(), c.clone())];
         let (outs, kinds) = self.outputs(&vars, &outer, false)?;
         let written: Vec<String> = outs.iter().map(|o| o.0.clone()).filter(|b| *b != tmp).collect();
-        if outs.iter().any(|o| o.0 == tmp) {
+        // Every row writes its own outputs: an output that ignores the row iterator would be
+        // a reduction over rows, which the verifier refuses for a spatial `i`.
+        if outs.iter().any(|o| o.0 == tmp || !o.1.contains(&i)) {
             return None;
         }
         let mut sc = outer.clone();
