@@ -262,7 +262,7 @@ pub fn check_accesses(func: &Func, args: &Args) -> R<()> {
             })
         }),
     });
-    let mut c = Checker { func, args, written, scalars, ranges: HashMap::new() };
+    let mut c = Checker { func, args, written, scalars, ranges: HashMap::new(), guards: Vec::new() };
     c.stmts(&func.body)
 }
 
@@ -281,6 +281,8 @@ struct Checker<'f> {
     scalars: HashMap<VarId, i64>,
     /// Ranges of the iterators and `let`s in scope.
     ranges: HashMap<VarId, Range>,
+    /// Ranges that enclosing `if` conditions establish (`j < n` bounds `j` by `n - 1`).
+    guards: Vec<(Expr, Range)>,
 }
 
 impl Checker<'_> {
@@ -309,10 +311,40 @@ impl Checker<'_> {
             }
             _ => {}
         }
+        if let StmtKind::If { cond, then_body, else_body } = &s.kind {
+            let mark = self.guards.len();
+            self.assume(cond);
+            self.stmts(then_body)?;
+            self.guards.truncate(mark);
+            return self.stmts(else_body);
+        }
         for child in s.kind.child_lists() {
             self.stmts(child)?;
         }
         Ok(())
+    }
+
+    /// Records the bounds that `cond` (comparisons joined by `&&`) puts on its operands.
+    fn assume(&mut self, cond: &Expr) {
+        let Expr::Binary(op, a, b) = cond else { return };
+        if *op == BinOp::And {
+            self.assume(a);
+            self.assume(b);
+            return;
+        }
+        // `x < y` as `x <= y - 1`; `y > x` as `x < y`.
+        let (x, y, strict) = match op {
+            BinOp::Lt => (a, b, 1),
+            BinOp::Le => (a, b, 0),
+            BinOp::Gt => (b, a, 1),
+            BinOp::Ge => (b, a, 0),
+            _ => return,
+        };
+        let (Some(rx), Some(ry)) = (self.range(x), self.range(y)) else { return };
+        // Bounds through the condition: x <= y.hi - strict, and y >= x.lo + strict.
+        let (Some(hi), Some(lo)) = (ry.hi.checked_sub(strict), rx.lo.checked_add(strict)) else { return };
+        self.guards.push(((**x).clone(), Range { lo: rx.lo, hi: rx.hi.min(hi) }));
+        self.guards.push(((**y).clone(), Range { lo: ry.lo.max(lo), hi: ry.hi }));
     }
 
     /// Divisions, then loads, inside `e`.
@@ -378,8 +410,17 @@ impl Checker<'_> {
         Ok(())
     }
 
-    /// The range of an integer expression, if the intervals cover it.
+    /// The range of an integer expression, if the intervals cover it, narrowed by the
+    /// enclosing guards.
     fn range(&self, e: &Expr) -> Option<Range> {
+        let r = self.range_of(e);
+        self.guards.iter().filter(|(g, _)| g == e).fold(r, |r, (_, g)| match r {
+            Some(r) => Some(Range { lo: r.lo.max(g.lo), hi: r.hi.min(g.hi) }),
+            None => Some(*g),
+        })
+    }
+
+    fn range_of(&self, e: &Expr) -> Option<Range> {
         let point = |x: i64| Some(Range { lo: x, hi: x });
         match e {
             Expr::Int(x, _) => point(*x),
@@ -397,8 +438,9 @@ impl Checker<'_> {
                 if !a.dtype().is_int() {
                     return None;
                 }
-                // An empty array is never read.
-                let (lo, hi) = (0..a.len()).filter_map(|i| a.get_i64(i)).fold((0, 0), |(lo, hi), x| (lo.min(x), hi.max(x)));
+                let mut values = (0..a.len()).filter_map(|i| a.get_i64(i));
+                let first = values.next()?;
+                let (lo, hi) = values.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)));
                 Some(Range { lo, hi })
             }
             Expr::Unary(UnOp::Neg, a) => {

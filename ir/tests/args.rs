@@ -1,0 +1,89 @@
+//! `ir::args`: what compiled code may run is proven in range before it runs.
+
+use sparsec_ir::args::{check_accesses, check_structure, ArgsError};
+use sparsec_ir::data::{Args, Array};
+use sparsec_ir::text::parse_func;
+
+/// A CSR row-gather program with `BODY` as the sparse iteration's body; matrix 2×4 with rows
+/// {1, 3} and {0}.
+fn run(body: &str, extra: &[(&str, Array)]) -> Result<(), ArgsError> {
+    let src = "func f(a: handle, b: handle, c: handle, t: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) {
+  axis I = dense_fixed(m)
+  axis J = sparse_variable(I, n, nnz, indptr, indices)
+  axis N = dense_fixed(n)
+  axis M = dense_fixed(m)
+  buffer A = match_sparse_buffer(a, [I, J], f32)
+  buffer B = match_sparse_buffer(b, [N], f32)
+  buffer C = match_sparse_buffer(c, [M], f32)
+  buffer T = match_sparse_buffer(t, [I], i32)
+  sp_iter s([I, J], \"SR\") as [i, j] {
+BODY
+  }
+}
+"
+    .replace("BODY", body);
+    let f = parse_func("t.sptir", &src).unwrap_or_else(|e| panic!("{e}"));
+    sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut args = Args::new();
+    args.array("a", Array::F32(vec![1.0; 3]))
+        .array("b", Array::F32(vec![0.0; 4]))
+        .array("c", Array::F32(vec![0.0; 2]))
+        .array("t", Array::I32(vec![1, 5]))
+        .array("indptr", Array::I32(vec![0, 2, 3]))
+        .array("indices", Array::I32(vec![1, 3, 0]));
+    for (name, a) in extra {
+        args.array(*name, a.clone());
+    }
+    args.int("m", 2).int("n", 4).int("nnz", 3);
+    check_structure(&f, &args)?;
+    check_accesses(&f, &args)
+}
+
+fn refused(r: Result<(), ArgsError>, needle: &str) {
+    match r {
+        Err(e) => assert!(e.to_string().contains(needle), "{e}"),
+        Ok(()) => panic!("expected a refusal containing {needle:?}"),
+    }
+}
+
+#[test]
+fn iterators_index_dimensions_at_least_as_long() {
+    run("    C[i] = C[i] + A[i, j] * B[j]", &[]).unwrap();
+    // Column coordinates (up to n - 1 = 3) do not fit C's m = 2 rows.
+    refused(run("    C[i] = C[i] + B[j] * C[j]", &[]), "index 0 of buffer `C` takes values in 0..=3 but the dimension has extent 2");
+}
+
+#[test]
+fn index_arithmetic_is_bounded_by_intervals() {
+    run("    C[i] = C[i] + B[j // 2 + i]", &[]).unwrap();
+    refused(run("    C[i] = C[i] + B[j - 1]", &[]), "takes values in -1..=2");
+    refused(run("    C[i] = C[i] + B[j * 2]", &[]), "takes values in 0..=6");
+}
+
+#[test]
+fn guards_narrow_the_range() {
+    // Only j < 2 reaches the access C[j].
+    run("    if j < m {\n      C[i] = C[i] + C[j]\n    }", &[]).unwrap();
+    refused(run("    if j <= m {\n      C[i] = C[i] + C[j]\n    }", &[]), "takes values in 0..=2");
+}
+
+#[test]
+fn gathered_indices_range_over_the_input_values() {
+    // T holds 1 and 5: B has 4 elements.
+    refused(run("    C[i] = C[i] + B[T[i]]", &[]), "takes values in 1..=5");
+    run("    C[i] = C[i] + B[T[i]]", &[("t", Array::I32(vec![1, 3]))]).unwrap();
+    // Written buffers are not trusted as indices.
+    refused(run("    T[i] = 7\n    C[i] = C[i] + B[T[i]]", &[("t", Array::I32(vec![1, 3]))]), "cannot be bounded");
+}
+
+#[test]
+fn integer_divisors_must_not_be_zero() {
+    refused(run("    C[i] = C[i] + B[j % (n - n)]", &[]), "divisor of this statement may be 0");
+    run("    C[i] = C[i] + B[j % n]", &[]).unwrap();
+}
+
+#[test]
+fn coordinates_outside_their_axis_are_refused() {
+    refused(run("    C[i] = C[i] + B[j]", &[("indices", Array::I32(vec![1, 4, 0]))]), "coordinate 4 at position 1 is outside 0..4");
+    refused(run("    C[i] = C[i] + B[j]", &[("indptr", Array::I32(vec![0, 3, 2]))]), "row pointers decrease");
+}
