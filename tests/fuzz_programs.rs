@@ -1,5 +1,5 @@
 //! Differential program fuzzer (issue #13): random valid Stage-I programs with random inputs run
-//! by the interpreter at Stage I, II and III; every stage gives the same arrays or every stage
+//! by the interpreter at Stage I, II, III and checked Stage III (`passes::insert_checks`); every stage gives the same arrays or every stage
 //! fails. `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed and
 //! `SPARSEC_FUZZ_SECONDS` a time budget instead (used by `scripts/fuzz`); `SPARSEC_FUZZ_ALL=1`
 //! also generates the constructs with open bugs (see `GenOptions`). A failure prints its
@@ -21,7 +21,8 @@ fn random_programs_agree_across_stages() {
     let first = env_u64("SPARSEC_FUZZ_SEED").unwrap_or(0xf022);
     let budget = env_u64("SPARSEC_FUZZ_SECONDS").map(Duration::from_secs);
     let start = Instant::now();
-    let runner = Runner::default();
+    let mut runner = Runner::default();
+    runner.backends.push(("checked Stage III".into(), Box::new(checked_stage3)));
     let all = std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1");
     let opts = if all { GenOptions::all() } else { GenOptions::default() };
     // Panics are caught and reported per case; keep the default hook from flooding the log.
@@ -75,6 +76,22 @@ fn random_programs_agree_across_stages() {
     }
     assert!(agree * 2 >= ran, "fewer than half of the cases ran to completion at every stage");
     assert!(rejected.is_empty() && failures.is_empty(), "{} rejected, {} failures (see above)", rejected.len(), failures.len());
+}
+
+/// Stage III with `passes::insert_checks` (`sparsec run --checked`), on the interpreter: a
+/// reported fault is an error, like the interpreter's own bounds and division checks.
+fn checked_stage3(f: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> Result<sparsec::ir::data::Args, String> {
+    use sparsec::ir::data::Array;
+    use sparsec_passes::{insert_checks, Fault, FAULT_PARAM};
+    let (g, sites) = insert_checks(f).map_err(|e| e.to_string())?;
+    let mut args = args.clone();
+    args.array(FAULT_PARAM, Array::I64(vec![0; 3]));
+    let mut out = sparsec::interp::run(&g, &args).map_err(|e| format!("checked run: {e}"))?;
+    let Some(Array::I64(fault)) = out.arrays.shift_remove(FAULT_PARAM) else { return Err("no fault array".into()) };
+    match Fault::decode(&sites, &fault) {
+        Some(fault) => Err(fault.to_string()),
+        None => Ok(out),
+    }
 }
 
 /// Minimised reproducers of fixed bugs: every stage agrees (or every stage fails).

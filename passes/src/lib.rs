@@ -14,6 +14,7 @@
 mod atomic;
 pub mod build;
 pub mod decompose;
+mod guard;
 mod hfusion;
 mod lower_buffer;
 mod lower_iter;
@@ -26,6 +27,7 @@ pub use decompose::{
     group_coo_rule, hyb_rules, nm_2_4_rule, padding_rule, remove_preprocess, sr_bcrs_rule,
     DecomposeError, FormatRewriteRule, IndexMap,
 };
+pub use guard::{insert_checks, Fault, Site, FAULT_PARAM};
 pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;
 pub use lower_iter::lower_sparse_iter;
