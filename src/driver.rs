@@ -58,18 +58,54 @@ pub enum DriverError {
 pub struct ArgsRefused(pub String);
 
 /// Checks `args` against the Stage-I function `func` of `loaded` before a code generator
-/// runs any lowering of it: the sparse structure, and every index and divisor proven in
-/// range ([`sparsec_ir::args`]). The interpreter checks as it goes and needs none of this.
-pub fn check_compiled_args(loaded: &Loaded, func: &Func, args: &sparsec_ir::data::Args) -> Result<(), ArgsRefused> {
+/// runs any lowering of it: the sparse structure, and (unless the generated code is
+/// `checked`, see [`with_checks`]) every index and divisor proven in range
+/// ([`sparsec_ir::args`]). The interpreter checks as it goes and needs none of this.
+pub fn check_compiled_args(
+    loaded: &Loaded,
+    func: &Func,
+    args: &sparsec_ir::data::Args,
+    checked: bool,
+) -> Result<(), ArgsRefused> {
     use sparsec_ir::args::{check_accesses, check_structure, ArgsError};
-    let result = check_structure(func, args).and_then(|()| check_accesses(func, args));
+    let result = check_structure(func, args).and_then(|()| if checked { Ok(()) } else { check_accesses(func, args) });
     result.map_err(|e| match e {
-        ArgsError::Access { span, message } => ArgsRefused(
-            SourceFile::new(&loaded.name, &loaded.text)
-                .render(span, &format!("{message}; compiled code does not check indices (run it with --backend interp)")),
-        ),
+        ArgsError::Access { span, message } => ArgsRefused(SourceFile::new(&loaded.name, &loaded.text).render(
+            span,
+            &format!("{message}; compiled code checks no index unless run with --checked (or use --backend interp)"),
+        )),
         other => ArgsRefused(format!("{}: {other}", loaded.name)),
     })
+}
+
+/// The Stage-III function `f` with bounds and divisor checks ([`sparsec_passes::insert_checks`]),
+/// and the zeroed fault array added to `args`.
+pub fn with_checks(
+    f: &Func,
+    args: &mut sparsec_ir::data::Args,
+) -> Result<(Func, Vec<sparsec_passes::Site>), DriverError> {
+    let (g, sites) = sparsec_passes::insert_checks(f)?;
+    args.array(sparsec_passes::FAULT_PARAM, sparsec_ir::data::Array::I64(vec![0; 3]));
+    Ok((g, sites))
+}
+
+/// Removes the fault array from the outputs of a checked run; a fault becomes an error at
+/// the statement that faulted.
+pub fn take_fault(
+    loaded: &Loaded,
+    sites: &[sparsec_passes::Site],
+    out: &mut sparsec_ir::data::Args,
+) -> Result<(), ArgsRefused> {
+    let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
+        Some(sparsec_ir::data::Array::I64(v)) => v,
+        _ => return Err(ArgsRefused(format!("{}: the checked run returned no fault array", loaded.name))),
+    };
+    match sparsec_passes::Fault::decode(sites, &fault) {
+        None => Ok(()),
+        Some(f) => Err(ArgsRefused(
+            SourceFile::new(&loaded.name, &loaded.text).render(f.span(), &format!("checked run: {f}")),
+        )),
+    }
 }
 
 /// A parsed and verified source file.

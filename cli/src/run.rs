@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// Where to run.
     #[arg(long, value_enum, default_value = "interp")]
     backend: Backend,
+    /// Checks every index and integer divisor in the generated code, for programs whose own
+    /// index arithmetic cannot be proven in range before the run (slower).
+    #[arg(long)]
+    checked: bool,
 }
 
 fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
@@ -69,7 +73,8 @@ where
 pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     let loaded = driver::load(&a.file)?;
     let func = loaded.func(a.func.as_deref())?;
-    let default = if a.backend == Backend::Interp && a.auto.is_none() { StageArg::One } else { StageArg::Three };
+    let default =
+        if a.backend == Backend::Interp && a.auto.is_none() && !a.checked { StageArg::One } else { StageArg::Three };
     let stage = match a.stage.unwrap_or(default) {
         StageArg::One | StageArg::All => Stage::I,
         StageArg::Two => Stage::II,
@@ -77,6 +82,9 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     };
     if a.backend != Backend::Interp && stage != Stage::III {
         return Err(format!("the {} backend runs Stage III only", backend_name(a.backend)).into());
+    }
+    if a.checked && stage != Stage::III {
+        return Err("--checked checks the generated code: it needs Stage III".into());
     }
     let spec = RunSpec {
         matrices: a.matrices,
@@ -86,7 +94,7 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         block: a.block,
         seed: a.seed,
     };
-    let args = driver::bind_run(func, &spec)?;
+    let mut args = driver::bind_run(func, &spec)?;
     let stages = match (&a.schedule, a.auto) {
         (None, None) => vec![driver::lower(func, stage)?],
         (Some(path), _) => driver::lower_scheduled(func, &driver::read_trace(path)?)?,
@@ -96,10 +104,15 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
     })?;
     if a.backend != Backend::Interp {
-        driver::check_compiled_args(&loaded, func, &args)?;
+        driver::check_compiled_args(&loaded, func, &args, a.checked)?;
     }
+    let checked = if a.checked { Some(driver::with_checks(&lowered, &mut args)?) } else { None };
+    let lowered = checked.as_ref().map_or(lowered.clone(), |(g, _)| g.clone());
     let start = Instant::now();
-    let out = backends::run(&lowered, func, &args, a.backend)?;
+    let mut out = backends::run(&lowered, func, &args, a.backend)?;
+    if let Some((_, sites)) = &checked {
+        driver::take_fault(&loaded, sites, &mut out)?;
+    }
     let elapsed = start.elapsed();
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;

@@ -333,10 +333,22 @@ fn compiled_backends_refuse_accesses_they_cannot_prove() {
         assert_eq!(o.status.code(), Some(1), "{name}: {err}");
         assert!(err.contains(message) && err.contains(&format!("{name}.sptir:13:5")), "{name}: {err}");
     }
-    // The interpreter checks as it goes: the in-range coordinates of this matrix run.
+    // The interpreter checks as it goes: the in-range coordinates of this matrix run, and so
+    // does the generated code with --checked, to the same numbers.
     let file = d.join("detach_m.sptir").display().to_string();
     let o = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let checked = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--checked"]);
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    assert_eq!(stdout(&o).lines().next(), stdout(&checked).lines().next());
+    // Out of range for real: the checked run reports the access instead of running it.
+    let file = d.join("minus_one.sptir").display().to_string();
+    for backend in ["interp", "mlir-cpu"] {
+        let o = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8", "--backend", backend, "--checked"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{backend}: {err}");
+        assert!(err.contains("checked run: index -1 is outside buffer `B` of 400 elements"), "{backend}: {err}");
+    }
 }
 
 /// Writes a small `.npy` file with a raw header dictionary and data bytes.
