@@ -7,7 +7,7 @@ use sparsec_ir::text::parse_func;
 /// A CSR row-gather program with `BODY` as the sparse iteration's body; matrix 2×4 with rows
 /// {1, 3} and {0}.
 fn run(body: &str, extra: &[(&str, Array)]) -> Result<(), ArgsError> {
-    let src = "func f(a: handle, b: handle, c: handle, t: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) {
+    let src = "func f(a: handle, b: handle, c: handle, d: handle, t: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) {
   axis I = dense_fixed(m)
   axis J = sparse_variable(I, n, nnz, indptr, indices)
   axis N = dense_fixed(n)
@@ -15,6 +15,7 @@ fn run(body: &str, extra: &[(&str, Array)]) -> Result<(), ArgsError> {
   buffer A = match_sparse_buffer(a, [I, J], f32)
   buffer B = match_sparse_buffer(b, [N], f32)
   buffer C = match_sparse_buffer(c, [M], f32)
+  buffer D = match_sparse_buffer(d, [M], f32)
   buffer T = match_sparse_buffer(t, [I], i32)
   sp_iter s([I, J], \"SR\") as [i, j] {
 BODY
@@ -28,6 +29,7 @@ BODY
     args.array("a", Array::F32(vec![1.0; 3]))
         .array("b", Array::F32(vec![0.0; 4]))
         .array("c", Array::F32(vec![0.0; 2]))
+        .array("d", Array::F32(vec![0.0; 2]))
         .array("t", Array::I32(vec![1, 5]))
         .array("indptr", Array::I32(vec![0, 2, 3]))
         .array("indices", Array::I32(vec![1, 3, 0]));
@@ -50,7 +52,7 @@ fn refused(r: Result<(), ArgsError>, needle: &str) {
 fn iterators_index_dimensions_at_least_as_long() {
     run("    C[i] = C[i] + A[i, j] * B[j]", &[]).unwrap();
     // Column coordinates (up to n - 1 = 3) do not fit C's m = 2 rows.
-    refused(run("    C[i] = C[i] + B[j] * C[j]", &[]), "index 0 of buffer `C` takes values in 0..=3 but the dimension has extent 2");
+    refused(run("    C[i] = C[i] + B[j] * D[j]", &[]), "index 0 of buffer `D` takes values in 0..=3 but the dimension has extent 2");
 }
 
 #[test]
@@ -63,8 +65,8 @@ fn index_arithmetic_is_bounded_by_intervals() {
 #[test]
 fn guards_narrow_the_range() {
     // Only j < 2 reaches the access C[j].
-    run("    if j < m {\n      C[i] = C[i] + C[j]\n    }", &[]).unwrap();
-    refused(run("    if j <= m {\n      C[i] = C[i] + C[j]\n    }", &[]), "takes values in 0..=2");
+    run("    if j < m {\n      C[i] = C[i] + D[j]\n    }", &[]).unwrap();
+    refused(run("    if j <= m {\n      C[i] = C[i] + D[j]\n    }", &[]), "takes values in 0..=2");
 }
 
 #[test]

@@ -128,6 +128,8 @@ bad_inputs! {
     // A plain store that overwrites one element for every `j` reduces over `j` too.
     overwrite_declared_spatial: csr("  sp_iter s([I, J], \"SS\") as [i, j] {\n    C[i, 0] = A[i, j]\n  }");
     init_reads_reduction: csr("  sp_iter s([I, J, K], \"SRS\") as [i, j, k] {\n    init {\n      C[i, k] = A[i, j]\n    }\n    C[i, k] = C[i, k] + A[i, j]\n  }");
+    // Each point reads its neighbour's element: the points are not independent.
+    dependent_spatial_points: csr("  sp_iter s([I, K], \"SS\") as [i, k] {\n    C[i, k] = C[i + 1, k] + 1.0\n  }");
     indptr_read_as_float: CSR.replace("BODY", "").replace("  buffer C =", "  buffer P = match_buffer(indptr, [m], f32)\n  buffer C =");
     three_faults_three_errors: csr("  sp_iter s([I, J, K], \"SRS\") as [i, j, k] {\n    init {\n      C[i, j] = 0\n    }\n    C[i, k] = C[i, k] + exp(A[i, 0])\n  }\n  for t in serial(4) {\n  }");
 }

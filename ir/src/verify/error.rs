@@ -319,6 +319,19 @@ pub enum VerifyErrorKind {
         /// The kind string with the reduced iterators marked `R`.
         kinds: String,
     },
+    /// A sparse iteration with spatial iterators that reads a buffer it writes at another
+    /// point's element: its iterations depend on each other.
+    #[error("sp_iter `{sp_iter}`: `{buffer}` is read at [{read}] but written at [{written}], so spatial points depend on each other; they must be independent (write the dependent part as its own iteration or loop)")]
+    DependentPoints {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The buffer.
+        buffer: String,
+        /// Indices of the read.
+        read: String,
+        /// Indices of a write.
+        written: String,
+    },
     /// An `init` that depends on a reduction iterator (it runs once per spatial point).
     #[error("sp_iter `{sp_iter}`: the init depends on reduction iterator `{var}`, but it runs once per spatial point, before the reduction")]
     InitReadsReduction {

@@ -108,6 +108,11 @@ impl<'f> Verifier<'f> {
                 misses.push(Miss { stmt: k, buffer, missing });
             }
         }
+        // A mislabelled iterator is reported as such, not as a dependence.
+        if spatial != 0 && misses.is_empty() {
+            let vars: Vec<VarId> = it.vars.iter().enumerate().filter(|(k, _)| spatial >> k & 1 == 1).map(|(_, v)| *v).collect();
+            self.check_independent(it, &vars, &stmts, &local);
+        }
         let mut reported: Deps = 0;
         for m in misses {
             if m.missing & !reported == 0 {
@@ -128,6 +133,53 @@ impl<'f> Verifier<'f> {
                 buffer: self.buffer_name(m.buffer),
                 kinds: fixed.into_iter().collect(),
             });
+        }
+    }
+}
+
+impl<'f> Verifier<'f> {
+    /// Spatial points must be independent: a buffer the iteration writes is read only where
+    /// a store writes it with every spatial iterator pinning the same dimension (`D[i, j]`
+    /// read and `D[i, j2]` written are both row `i`'s), never at another point's element.
+    fn check_independent(&mut self, it: &'f SpIter, spatial: &[VarId], stmts: &[&'f Stmt], local: &[BufferId]) {
+        let pinned = |r: &[Expr], w: &[Expr]| {
+            spatial.iter().all(|s| r.iter().zip(w).any(|(a, b)| *a == Expr::Var(*s) && *b == Expr::Var(*s)))
+        };
+        let mut writes: Vec<(BufferId, &'f [Expr])> = Vec::new();
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Store { buffer, indices, .. } if !local.contains(buffer) => writes.push((*buffer, indices)),
+                StmtKind::Evaluate(Expr::AtomicAdd(buffer, indices, _)) if !local.contains(buffer) => {
+                    writes.push((*buffer, indices))
+                }
+                _ => {}
+            }
+        }
+        for s in stmts {
+            let mut bad: Option<(BufferId, Vec<Expr>)> = None;
+            for e in s.kind.exprs() {
+                e.walk(&mut |x| {
+                    if let Expr::Load(b, idx) = x {
+                        let mut written = writes.iter().filter(|(w, _)| w == b).peekable();
+                        if bad.is_none() && written.peek().is_some() && !written.any(|(_, w)| *w == idx.as_slice() || pinned(idx, w)) {
+                            bad = Some((*b, idx.clone()));
+                        }
+                    }
+                });
+            }
+            if let Some((b, idx)) = bad {
+                let idx = idx.as_slice();
+                self.span = s.span;
+                let show = |idx: &[Expr]| idx.iter().map(|e| crate::text::print_expr(self.f, e)).collect::<Vec<_>>().join(", ");
+                let written = writes.iter().find(|(w, _)| *w == b).map(|(_, w)| show(w)).unwrap_or_default();
+                self.err(K::DependentPoints {
+                    sp_iter: it.name.clone(),
+                    buffer: self.buffer_name(b),
+                    read: show(idx),
+                    written,
+                });
+                return;
+            }
         }
     }
 }

@@ -23,7 +23,8 @@
 //!   parent; no spatial iterator below a reduction iterator of the same `sp_iter`.
 //! * **Kinds** — checked against the body, not trusted: every store of a sparse iteration
 //!   (to a buffer that outlives it) depends on each of its spatial iterators through its
-//!   indices, and its `init` depends on no reduction iterator.
+//!   indices, its `init` depends on no reduction iterator, and with spatial iterators it reads
+//!   a buffer it writes only at the indices it writes it at (points are independent).
 //! * **Accesses** — as many integer indices as the buffer has dimensions; stored and
 //!   atomically added values have the buffer's dtype.
 //! * **Reductions** — no store indexed by a reduction iterator of an enclosing `sp_iter` or a
