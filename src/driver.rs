@@ -78,36 +78,6 @@ pub fn check_compiled_args(
     })
 }
 
-/// The Stage-III function `f` with bounds and divisor checks ([`sparsec_passes::insert_checks`]),
-/// and the zeroed fault array added to `args`.
-pub fn with_checks(
-    f: &Func,
-    args: &mut sparsec_ir::data::Args,
-) -> Result<(Func, Vec<sparsec_passes::Site>), DriverError> {
-    let (g, sites) = sparsec_passes::insert_checks(f)?;
-    args.array(sparsec_passes::FAULT_PARAM, sparsec_ir::data::Array::I64(vec![0; 3]));
-    Ok((g, sites))
-}
-
-/// Removes the fault array from the outputs of a checked run; a fault becomes an error at
-/// the statement that faulted.
-pub fn take_fault(
-    loaded: &Loaded,
-    sites: &[sparsec_passes::Site],
-    out: &mut sparsec_ir::data::Args,
-) -> Result<(), ArgsRefused> {
-    let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
-        Some(sparsec_ir::data::Array::I64(v)) => v,
-        _ => return Err(ArgsRefused(format!("{}: the checked run returned no fault array", loaded.name))),
-    };
-    match sparsec_passes::Fault::decode(sites, &fault) {
-        None => Ok(()),
-        Some(f) => Err(ArgsRefused(
-            SourceFile::new(&loaded.name, &loaded.text).render(f.span(), &format!("checked run: {f}")),
-        )),
-    }
-}
-
 /// A parsed and verified source file.
 pub struct Loaded {
     /// Path shown in diagnostics.

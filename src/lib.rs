@@ -8,7 +8,8 @@
 //! * [`formats`] — sparse matrix containers, Matrix Market I/O, generators and bindings;
 //! * [`passes`] — the lowering passes and the pass manager;
 //! * [`schedule`] — schedule primitives and replayable traces;
-//! * [`driver`] — loading, checking and running programs;
+//! * [`backend`] — the backend contract and the one path every run takes;
+//! * [`driver`] — loading, lowering and binding programs;
 //! * [`npy`] — NumPy `.npy` array files.
 
 pub use sparsec_formats as formats;
@@ -17,5 +18,6 @@ pub use sparsec_ir as ir;
 pub use sparsec_passes as passes;
 pub use sparsec_schedule as schedule;
 
+pub mod backend;
 pub mod driver;
 pub mod npy;

@@ -2,7 +2,11 @@
 
 use crate::Emit;
 use clap::ValueEnum;
+use sparsec::backend::Backend as Runner;
+#[cfg(any(feature = "mlir", feature = "cubecl", feature = "cuda"))]
+use sparsec::backend::Compiled;
 use sparsec::driver::{self, AutoSchedule, DriverError};
+#[cfg(any(feature = "mlir", feature = "cubecl", feature = "cuda"))]
 use sparsec::ir::data::Args;
 use sparsec::ir::{Func, Stage};
 use sparsec_schedule::Trace;
@@ -87,26 +91,93 @@ pub enum Backend {
     CubeclCuda,
 }
 
-/// Runs the Stage-III (or, for the interpreter, any-stage) function `f`, lowered from
-/// `original`, on `args`. CubeCL checks the matrices against `original`'s axes first.
-pub fn run(f: &Func, original: &Func, args: &Args, backend: Backend) -> Result<Args> {
-    let _ = original;
+/// The runner behind a `--backend` value.
+pub fn runner(backend: Backend) -> Result<Box<dyn Runner>> {
     match backend {
-        Backend::Interp => Ok(sparsec::interp::run(f, args)?),
+        Backend::Interp => Ok(Box::new(sparsec::backend::Interp)),
         #[cfg(feature = "mlir")]
-        Backend::MlirCpu => Ok(sparsec_backend_mlir::run_cpu(f, args)?),
+        Backend::MlirCpu => Ok(Box::new(MlirCpu)),
         #[cfg(not(feature = "mlir"))]
         Backend::MlirCpu => Err(missing("mlir")),
         #[cfg(feature = "cubecl")]
-        Backend::CubeclWgpu => {
-            let program = sparsec_backend_cubecl::compile_with_structure(f, original)?;
-            Ok(program.run(&sparsec_backend_cubecl::wgpu_client(), args)?)
-        }
+        Backend::CubeclWgpu => Ok(Box::new(CubeclWgpu)),
         #[cfg(not(feature = "cubecl"))]
         Backend::CubeclWgpu => Err(missing("cubecl")),
         #[cfg(feature = "cuda")]
-        Backend::CubeclCuda => Ok(sparsec_backend_cubecl::run_cuda(f, args)?),
+        Backend::CubeclCuda => Ok(Box::new(CubeclCuda)),
         #[cfg(not(feature = "cuda"))]
         Backend::CubeclCuda => Err(missing("cuda")),
+    }
+}
+
+/// MLIR lowered to LLVM and JIT-compiled in this process.
+#[cfg(feature = "mlir")]
+struct MlirCpu;
+
+#[cfg(feature = "mlir")]
+impl Runner for MlirCpu {
+    fn name(&self) -> &str {
+        "mlir-cpu"
+    }
+    fn compile(&self, f: &Func, _stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
+        let opts = sparsec_backend_mlir::CpuOptions::default();
+        let kernel = sparsec_backend_mlir::CpuKernel::compile(f, &opts).map_err(|e| e.to_string())?;
+        Ok(Box::new(kernel))
+    }
+}
+
+#[cfg(feature = "mlir")]
+impl Compiled for sparsec_backend_mlir::CpuKernel {
+    fn run(&self, args: &Args) -> std::result::Result<Args, String> {
+        let mut work = args.clone();
+        sparsec_backend_mlir::CpuKernel::run(self, &mut work).map_err(|e| e.to_string())?;
+        Ok(work)
+    }
+}
+
+/// CubeCL kernels on wgpu; the program checks the matrices against the Stage-I axes too.
+#[cfg(feature = "cubecl")]
+struct CubeclWgpu;
+
+#[cfg(feature = "cubecl")]
+impl Runner for CubeclWgpu {
+    fn name(&self) -> &str {
+        "cubecl-wgpu"
+    }
+    fn compile(&self, f: &Func, stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
+        let program = sparsec_backend_cubecl::compile_with_structure(f, stage1).map_err(|e| e.to_string())?;
+        Ok(Box::new(program))
+    }
+}
+
+#[cfg(feature = "cubecl")]
+impl Compiled for sparsec_backend_cubecl::CompiledProgram {
+    fn run(&self, args: &Args) -> std::result::Result<Args, String> {
+        sparsec_backend_cubecl::CompiledProgram::run(self, &sparsec_backend_cubecl::wgpu_client(), args)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// CubeCL kernels on CUDA (compiled at the first run).
+#[cfg(feature = "cuda")]
+struct CubeclCuda;
+
+#[cfg(feature = "cuda")]
+struct CudaProgram(Func);
+
+#[cfg(feature = "cuda")]
+impl Runner for CubeclCuda {
+    fn name(&self) -> &str {
+        "cubecl-cuda"
+    }
+    fn compile(&self, f: &Func, _stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
+        Ok(Box::new(CudaProgram(f.clone())))
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Compiled for CudaProgram {
+    fn run(&self, args: &Args) -> std::result::Result<Args, String> {
+        sparsec_backend_cubecl::run_cuda(&self.0, args).map_err(|e| e.to_string())
     }
 }

@@ -94,7 +94,7 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         block: a.block,
         seed: a.seed,
     };
-    let mut args = driver::bind_run(func, &spec)?;
+    let args = driver::bind_run(func, &spec)?;
     let stages = match (&a.schedule, a.auto) {
         (None, None) => vec![driver::lower(func, stage)?],
         (Some(path), _) => driver::lower_scheduled(func, &driver::read_trace(path)?)?,
@@ -103,16 +103,9 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     let lowered = stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
     })?;
-    if a.backend != Backend::Interp {
-        driver::check_compiled_args(&loaded, func, &args, a.checked)?;
-    }
-    let checked = if a.checked { Some(driver::with_checks(&lowered, &mut args)?) } else { None };
-    let lowered = checked.as_ref().map_or(lowered.clone(), |(g, _)| g.clone());
+    let runner = backends::runner(a.backend)?;
     let start = Instant::now();
-    let mut out = backends::run(&lowered, func, &args, a.backend)?;
-    if let Some((_, sites)) = &checked {
-        driver::take_fault(&loaded, sites, &mut out)?;
-    }
+    let out = sparsec::backend::run(runner.as_ref(), &loaded, func, &lowered, &args, a.checked)?;
     let elapsed = start.elapsed();
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;

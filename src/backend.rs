@@ -1,0 +1,122 @@
+//! The backend contract: where a lowered program runs, and the one path every run takes.
+//!
+//! A [`Backend`] compiles a function once into a [`Compiled`] program that runs on
+//! [`Args`] and returns every array, as the interpreter does. [`run`] is the only way the
+//! CLI runs a program: before generated code runs, the arguments are checked against the
+//! Stage-I function ([`sparsec_ir::args`]: the sparse structure, and every index and divisor
+//! proven in range) — or, with `checked`, the code gets its own checks
+//! ([`sparsec_passes::insert_checks`]) and a fault becomes an error at its statement.
+//! Backends translate; they decide neither validation nor scheduling.
+
+use crate::driver::{ArgsRefused, Loaded};
+use sparsec_ir::data::{Args, Array};
+use sparsec_ir::span::SourceFile;
+use sparsec_ir::Func;
+
+/// What a backend reports; the message is the backend's own error.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The function could not be compiled.
+    #[error("{backend}: {message}")]
+    Compile {
+        /// The backend.
+        backend: String,
+        /// Its error.
+        message: String,
+    },
+    /// The run failed.
+    #[error("{backend}: {message}")]
+    Run {
+        /// The backend.
+        backend: String,
+        /// Its error.
+        message: String,
+    },
+    /// The arguments were refused before anything ran, or a checked run faulted.
+    #[error("{0}")]
+    Refused(#[from] ArgsRefused),
+    /// The checks could not be added.
+    #[error("{0}")]
+    Checks(#[from] sparsec_passes::PassError),
+}
+
+/// A program compiled by a [`Backend`].
+pub trait Compiled {
+    /// Runs on `args` and returns every array after the run (and the scalars).
+    fn run(&self, args: &Args) -> Result<Args, String>;
+}
+
+/// Where programs run.
+pub trait Backend {
+    /// The name `--backend` gives it.
+    fn name(&self) -> &str;
+    /// Whether its programs check every index as they run (the interpreter): then nothing
+    /// needs proving beforehand.
+    fn checks_indices(&self) -> bool {
+        false
+    }
+    /// Compiles `f` (Stage III; any stage for the interpreter). `stage1` is the function it
+    /// was lowered from, for backends that check arguments against its axes themselves.
+    fn compile(&self, f: &Func, stage1: &Func) -> Result<Box<dyn Compiled>, String>;
+}
+
+/// The reference interpreter as a backend: any stage, every index checked.
+pub struct Interp;
+
+struct InterpProgram(Func);
+
+impl Compiled for InterpProgram {
+    fn run(&self, args: &Args) -> Result<Args, String> {
+        sparsec_interp::run(&self.0, args).map_err(|e| e.to_string())
+    }
+}
+
+impl Backend for Interp {
+    fn name(&self) -> &str {
+        "interp"
+    }
+    fn checks_indices(&self) -> bool {
+        true
+    }
+    fn compile(&self, f: &Func, _stage1: &Func) -> Result<Box<dyn Compiled>, String> {
+        Ok(Box::new(InterpProgram(f.clone())))
+    }
+}
+
+/// Runs `lowered` (lowered from `stage1`, a function of `loaded`) on `backend`: checks the
+/// arguments first unless the backend checks indices itself, or adds checks to the code
+/// when `checked`; compiles; runs; and turns a checked run's fault into an error.
+pub fn run(
+    backend: &dyn Backend,
+    loaded: &Loaded,
+    stage1: &Func,
+    lowered: &Func,
+    args: &Args,
+    checked: bool,
+) -> Result<Args, BackendError> {
+    if !backend.checks_indices() {
+        crate::driver::check_compiled_args(loaded, stage1, args, checked)?;
+    }
+    let mut args = args.clone();
+    let (program, sites) = if checked {
+        let (g, sites) = sparsec_passes::insert_checks(lowered)?;
+        args.array(sparsec_passes::FAULT_PARAM, Array::I64(vec![0; 3]));
+        (g, Some(sites))
+    } else {
+        (lowered.clone(), None)
+    };
+    let name = backend.name().to_string();
+    let compiled = backend.compile(&program, stage1).map_err(|message| BackendError::Compile { backend: name.clone(), message })?;
+    let mut out = compiled.run(&args).map_err(|message| BackendError::Run { backend: name, message })?;
+    if let Some(sites) = sites {
+        let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
+            Some(Array::I64(v)) => v,
+            _ => return Err(ArgsRefused(format!("{}: the checked run returned no fault array", loaded.name)).into()),
+        };
+        if let Some(f) = sparsec_passes::Fault::decode(&sites, &fault) {
+            let text = SourceFile::new(&loaded.name, &loaded.text).render(f.span(), &format!("checked run: {f}"));
+            return Err(ArgsRefused(text).into());
+        }
+    }
+    Ok(out)
+}
