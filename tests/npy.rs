@@ -95,3 +95,38 @@ fn hostile_headers_are_refused() {
     let path = file("big_endian.npy", &npy_bytes(">f4", "False", "(1,)", &[0; 4]));
     assert!(matches!(npy::read(&path).unwrap_err(), NpyError::UnsupportedType { .. }));
 }
+
+/// Mutants of a valid file (header bytes and words replaced, the file cut) read to an array
+/// or an error, never a panic; an array read back always has its shape's element count.
+mod mutants {
+    use super::npy_bytes;
+    use proptest::prelude::*;
+
+    const WORDS: &[&str] =
+        &["(", ")", ",", "'", "True", "False", "<f4", ">f4", "|b1", "<i8", "<u2", "9999999999999", "-3", "4611686018427387904", "", " "];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        #[test]
+        fn mutated_files_never_panic(edits in proptest::collection::vec((0usize..120, 0usize..WORDS.len(), any::<bool>()), 1..5), cut in 0usize..200) {
+            let data: Vec<u8> = (0..24u8).collect();
+            let mut bytes = npy_bytes("<f4", "False", "(2, 3)", &data);
+            for (at, word, insert) in edits {
+                let at = at.min(bytes.len());
+                let w = WORDS[word].as_bytes();
+                if insert {
+                    bytes.splice(at..at, w.iter().copied());
+                } else {
+                    let end = (at + w.len()).min(bytes.len());
+                    bytes.splice(at..end, w.iter().copied());
+                }
+            }
+            bytes.truncate(bytes.len().saturating_sub(cut % 8));
+            let path = std::env::temp_dir().join(format!("sparsec-npy-mutant-{}.npy", std::process::id()));
+            std::fs::write(&path, &bytes).unwrap();
+            if let Ok((array, shape)) = sparsec::npy::read_shaped(&path) {
+                prop_assert_eq!(array.len() as u64, shape.iter().product::<u64>());
+            }
+        }
+    }
+}

@@ -497,3 +497,35 @@ fn hostile_sizes_are_refused_without_allocating() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Mutants of a valid file (bytes replaced, dropped, or numbers swapped for huge, negative
+/// or malformed ones) read to a matrix or an error, never a panic.
+mod mutants {
+    use proptest::prelude::*;
+    use sparsec_formats::mtx::parse_mtx;
+
+    const VALID: &str = "%%MatrixMarket matrix coordinate real general\n% a comment\n4 5 6\n1 1 1.5\n1 5 -2\n2 3 3e2\n3 2 0.25\n4 4 1\n4 5 -0.5\n";
+    const WORDS: &[&str] = &[
+        "3000000000", "9223372036854775807", "18446744073709551616", "-1", "0", "1e309", "nan", "inf", "",
+        " ", "\n", "%%MatrixMarket", "pattern", "symmetric", "skew-symmetric", "hermitian", "array", "integer", "complex",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        #[test]
+        fn mutated_files_never_panic(edits in proptest::collection::vec((0usize..200, 0usize..WORDS.len(), 0u8..3), 1..6)) {
+            let mut text = VALID.to_string();
+            for (at, word, how) in edits {
+                let at = at % (text.len() + 1);
+                let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+                match how {
+                    0 => text.insert_str(at, WORDS[word]),
+                    1 => { text.truncate(at); text.push_str(WORDS[word]); text.push_str(&VALID[at.min(VALID.len())..]); }
+                    _ => { let end = (at + 3).min(text.len()); if text.is_char_boundary(end) { text.replace_range(at..end, WORDS[word]); } }
+                }
+            }
+            let _ = parse_mtx::<i32, f32>(text.as_bytes());
+            let _ = parse_mtx::<i64, f64>(text.as_bytes());
+        }
+    }
+}
