@@ -122,15 +122,19 @@ impl Runner for MlirCpu {
     fn compile(&self, f: &Func, _stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
         let opts = sparsec_backend_mlir::CpuOptions::default();
         let kernel = sparsec_backend_mlir::CpuKernel::compile(f, &opts).map_err(|e| e.to_string())?;
-        Ok(Box::new(kernel))
+        Ok(Box::new(MlirProgram(kernel)))
     }
 }
 
+/// A JIT-compiled CPU kernel.
 #[cfg(feature = "mlir")]
-impl Compiled for sparsec_backend_mlir::CpuKernel {
+struct MlirProgram(sparsec_backend_mlir::CpuKernel);
+
+#[cfg(feature = "mlir")]
+impl Compiled for MlirProgram {
     fn run(&self, args: &Args) -> std::result::Result<Args, String> {
         let mut work = args.clone();
-        sparsec_backend_mlir::CpuKernel::run(self, &mut work).map_err(|e| e.to_string())?;
+        self.0.run(&mut work).map_err(|e| e.to_string())?;
         Ok(work)
     }
 }
@@ -146,15 +150,18 @@ impl Runner for CubeclWgpu {
     }
     fn compile(&self, f: &Func, stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
         let program = sparsec_backend_cubecl::compile_with_structure(f, stage1).map_err(|e| e.to_string())?;
-        Ok(Box::new(program))
+        Ok(Box::new(CubeclProgram(program)))
     }
 }
 
+/// CubeCL kernels compiled for wgpu.
 #[cfg(feature = "cubecl")]
-impl Compiled for sparsec_backend_cubecl::CompiledProgram {
+struct CubeclProgram(sparsec_backend_cubecl::CompiledProgram);
+
+#[cfg(feature = "cubecl")]
+impl Compiled for CubeclProgram {
     fn run(&self, args: &Args) -> std::result::Result<Args, String> {
-        sparsec_backend_cubecl::CompiledProgram::run(self, &sparsec_backend_cubecl::wgpu_client(), args)
-            .map_err(|e| e.to_string())
+        self.0.run(&sparsec_backend_cubecl::wgpu_client(), args).map_err(|e| e.to_string())
     }
 }
 
