@@ -305,6 +305,10 @@ impl Checker<'_> {
                 let axes: Vec<AxisId> = it.axes.iter().flat_map(|a| a.axes()).collect();
                 for (&v, a) in it.vars.iter().zip(axes) {
                     let len = self.func.axes.try_get(a).and_then(|x| eval_int(&x.length, &self.scalars));
+                    // An axis without coordinates: the iteration has no points, nothing runs.
+                    if len.is_some_and(|n| n <= 0) {
+                        return Ok(());
+                    }
                     let r = len.map_or(Range { lo: 0, hi: i64::MAX }, |n| Range { lo: 0, hi: n - 1 });
                     self.ranges.insert(v, r);
                 }

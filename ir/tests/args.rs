@@ -89,3 +89,26 @@ fn coordinates_outside_their_axis_are_refused() {
     refused(run("    C[i] = C[i] + B[j]", &[("indices", Array::I32(vec![1, 4, 0]))]), "coordinate 4 at position 1 is outside 0..4");
     refused(run("    C[i] = C[i] + B[j]", &[("indptr", Array::I32(vec![0, 3, 2]))]), "row pointers decrease");
 }
+
+#[test]
+fn iterations_without_points_are_not_checked() {
+    // m = 0 rows: the gather through the empty T never runs.
+    let src = "func f(b: handle, c: handle, t: handle, m: i32, n: i32) {
+  axis I = dense_fixed(m)
+  axis N = dense_fixed(n)
+  buffer B = match_sparse_buffer(b, [N], f32)
+  buffer C = match_sparse_buffer(c, [I], f32)
+  buffer T = match_sparse_buffer(t, [I], i32)
+  sp_iter s([I], \"S\") as [i] {
+    C[i] = B[T[i]]
+  }
+}
+";
+    let f = parse_func("t.sptir", src).unwrap();
+    let mut args = Args::new();
+    args.array("b", Array::F32(vec![0.0; 4])).array("c", Array::F32(vec![])).array("t", Array::I32(vec![]));
+    args.int("m", 0).int("n", 4);
+    check_accesses(&f, &args).unwrap();
+    args.int("m", 1).array("t", Array::I32(vec![9])).array("c", Array::F32(vec![0.0]));
+    refused(check_accesses(&f, &args), "takes values in 9..=9");
+}
