@@ -403,40 +403,45 @@ fn loop_drives(body: &[Stmt], v: VarId, spatial: bool) -> bool {
 /// extent, or the extent of the block iterator its variable is bound to (then the loop is
 /// sparse, the second result).
 fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
-    let mut out = Vec::new();
-    let mut sparse = false;
+    // (loop, drives spatial iterators, bounded by a sparse iterator's extent)
+    let mut out: Vec<(PointLoop, bool, bool)> = Vec::new();
     let mut cur = stmt;
     while let StmtKind::For(f) = &cur.kind {
-        // Accumulations are atomic here, so reduction iterators (a scatter's rows) join too.
+        // Accumulations are atomic here, so a reduction loop joins too where a spatial loop
+        // below it picks the element (a scatter's rows); trailing ones are dropped below.
         if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !loop_drives(&f.body, f.var, false) {
             break;
         }
-        let bound = if host_evaluable(func, &f.extent) {
-            f.extent.clone()
+        let (bound, sparse) = if host_evaluable(func, &f.extent) {
+            (f.extent.clone(), false)
         } else {
             // `v = i` with `v < E` bounds the trip count by `E` when the loop starts at 0.
             match iterator_bound(func, &f.body, f.var).filter(|_| f.min.as_int() == Some(0)) {
-                Some(b) => {
-                    sparse = true;
-                    b
-                }
+                Some(b) => (b, true),
                 None => break,
             }
         };
-        out.push(PointLoop { var: f.var, bound });
+        out.push((PointLoop { var: f.var, bound }, spatial_loop(&f.body, f.var), sparse));
         let mut next = match f.body.as_slice() {
-            [one] => one,
-            _ => break,
+            [one] => Some(one),
+            _ => None,
         };
-        while let StmtKind::Block(b) = &next.kind {
-            match (b.init.as_ref(), b.body.as_slice()) {
-                (None, [one]) => next = one,
-                _ => return (out, sparse),
-            }
+        while let Some(StmtKind::Block(b)) = next.map(|n| &n.kind) {
+            next = match (b.init.as_ref(), b.body.as_slice()) {
+                (None, [one]) => Some(one),
+                _ => None,
+            };
         }
-        cur = next;
+        match next {
+            Some(n) => cur = n,
+            None => break,
+        }
     }
-    (out, sparse)
+    while out.last().is_some_and(|(_, spatial, _)| !spatial) {
+        out.pop();
+    }
+    let sparse = out.iter().any(|(_, _, sparse)| *sparse);
+    (out.into_iter().map(|(l, _, _)| l).collect(), sparse)
 }
 
 /// The scalar extent of an iterator of a block directly under a loop (through
