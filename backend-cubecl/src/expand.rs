@@ -161,6 +161,19 @@ fn lit<T: ValType + cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(
 
 /// A literal of dtype `d` from an `f64`.
 fn lit_f64(scope: &Scope, v: f64, d: DType) -> Val {
+    if !v.is_finite() {
+        // WGSL has no literal for inf/nan: reinterpret the IEEE bits.
+        fn bits<F: CubePrimitive, U: cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(scope: &Scope, u: U) -> NativeExpand<F> {
+            <F as Reinterpret>::__expand_reinterpret::<U>(scope, NativeExpand::from_lit(scope, u))
+        }
+        match d {
+            DType::F32 => return Val::F32(bits::<f32, u32>(scope, (v as f32).to_bits())),
+            DType::F64 => return Val::F64(bits::<f64, u64>(scope, v.to_bits())),
+            DType::F16 => return Val::F16(bits::<half::f16, u16>(scope, half::f16::from_f64(v).to_bits())),
+            DType::BF16 => return Val::BF16(bits::<half::bf16, u16>(scope, half::bf16::from_f64(v).to_bits())),
+            _ => {}
+        }
+    }
     match d {
         DType::I32 => lit(scope, v as i32),
         DType::I64 => lit(scope, v as i64),
@@ -182,6 +195,10 @@ fn cast_to<F: CubePrimitive>(scope: &Scope, x: NativeExpand<F>, to: DType) -> Va
         DType::F64 => Val::F64(<f64 as Cast>::__expand_cast_from(scope, x)),
         DType::Bool => Val::Bool(<bool as Cast>::__expand_cast_from(scope, x)),
     }
+}
+
+fn zero_index(scope: &Scope) -> NativeExpand<usize> {
+    NativeExpand::from_lit(scope, 0usize)
 }
 
 fn to_usize(scope: &Scope, v: Val) -> R<NativeExpand<usize>> {
@@ -296,12 +313,70 @@ pub struct ExpandGen {
     /// Kernel buffer arguments, in plan order.
     pub args: Vec<Box<dyn DynBuf>>,
     allocs: HashMap<BufferId, Box<dyn DynBuf>>,
+    /// The status buffer: unit 0 sets `status[1] = 1` (the kernel ran), an integer division
+    /// by zero sets `status[2] = 1`; with `count_loops`,
+    /// every loop counts its iterations and a loop that ran fewer than its trip count (or a
+    /// `loop` left other than by `break`) sets `status[0] = 1`: a driver loop limiter
+    /// (lavapipe's) cut it short.
+    status: Option<Box<dyn DynBuf>>,
+    count_loops: bool,
+    /// Per open `loop`, the local flag its `break` sets.
+    breaks: Vec<Box<dyn DynBuf>>,
 }
 
 impl ExpandGen {
     /// A generator writing into `scope` (which must outlive it).
     pub fn new(scope: &Scope, args: Vec<Box<dyn DynBuf>>) -> Self {
-        ExpandGen { scope, args, allocs: HashMap::new() }
+        ExpandGen { scope, args, allocs: HashMap::new(), status: None, count_loops: false, breaks: Vec::new() }
+    }
+
+    /// Reports into `status` (two `i32`s): that the kernel ran and, with `count_loops`,
+    /// whether a loop was cut short. Call before generating the body.
+    pub fn set_status(&mut self, status: Box<dyn DynBuf>, count_loops: bool) -> R<()> {
+        self.status = Some(status);
+        self.count_loops = count_loops;
+        let pos = self.builtin(Builtin::AbsolutePos, DType::I32)?;
+        let z = self.int(0, DType::I32)?;
+        let first = self.binary(BinOp::Eq, pos, z, DType::I32)?;
+        self.if_else(
+            first,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                let one = NativeExpand::from_lit(s, 1usize);
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, one, lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
+    }
+
+    /// A one-element local `i32` array holding `v`.
+    fn local_cell(&mut self, v: i32) -> R<Box<dyn DynBuf>> {
+        let s = self.s();
+        let mut c = plain::<i32, _>(IntoMut::into_mut(Array::<i32>::__expand_new(s, 1usize.into()), s));
+        c.store(s, zero_index(s), lit(s, v))?;
+        Ok(c)
+    }
+
+    /// `status[0] = 1` when `truncated`.
+    fn report_if(&mut self, truncated: Val) -> R<()> {
+        self.if_else(
+            truncated,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, zero_index(s), lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
     }
 
     fn s(&self) -> &Scope {
@@ -585,20 +660,55 @@ impl Gen for ExpandGen {
         let scope: *const Scope = self.scope;
         // SAFETY: see `ExpandGen::s`.
         let scope = unsafe { &*scope };
+        // Iterations run, counted in the loop's dtype.
+        let mut count = match (self.count_loops, &start) {
+            (false, _) => None,
+            (true, Val::I32(_)) => Some(self.local_cell(0)?),
+            (true, _) => {
+                let s = self.s();
+                let mut c = plain::<i64, _>(IntoMut::into_mut(Array::<i64>::__expand_new(s, 1usize.into()), s));
+                c.store(s, zero_index(s), lit(s, 0i64))?;
+                Some(c)
+            }
+        };
+        let trips = match count {
+            Some(_) => {
+                let d = if matches!(start, Val::I32(_)) { DType::I32 } else { DType::I64 };
+                let n = self.binary(BinOp::Sub, end.clone(), start.clone(), d)?;
+                let z = self.int(0, d)?;
+                Some((self.binary(BinOp::Max, n, z, d)?, d))
+            }
+            None => None,
+        };
+        let mut counted = |g: &mut Self, child: &Scope| -> R<()> {
+            if let (Some(c), Some((_, d))) = (count.as_mut(), trips.as_ref()) {
+                let k = c.load(child, zero_index(child))?;
+                let one = g.nested(child, |g| g.int(1, *d))?;
+                let k = g.nested(child, |g| g.binary(BinOp::Add, k, one, *d))?;
+                c.store(child, zero_index(child), k)?;
+            }
+            Ok(())
+        };
         match (start, end) {
             (Val::I32(a), Val::I32(b)) => for_expand(scope, RangeExpand::new(a, b), false, |child, i| {
                 if res.is_ok() {
-                    res = self.nested(child, |g| body(g, Val::I32(i)));
+                    res = counted(self, child).and_then(|_| self.nested(child, |g| body(g, Val::I32(i))));
                 }
             }),
             (Val::I64(a), Val::I64(b)) => for_expand(scope, RangeExpand::new(a, b), false, |child, i| {
                 if res.is_ok() {
-                    res = self.nested(child, |g| body(g, Val::I64(i)));
+                    res = counted(self, child).and_then(|_| self.nested(child, |g| body(g, Val::I64(i))));
                 }
             }),
             _ => return err("loop bounds must be two i32 or two i64"),
         }
-        res
+        res?;
+        if let (Some(c), Some((n, d))) = (count, trips) {
+            let k = c.load(self.s(), zero_index(self.s()))?;
+            let short = self.binary(BinOp::Lt, k, n, d)?;
+            self.report_if(short)?;
+        }
+        Ok(())
     }
 
     fn infinite_loop(&mut self, body: &mut dyn FnMut(&mut Self) -> R<()>) -> R<()> {
@@ -606,16 +716,37 @@ impl Gen for ExpandGen {
         let scope: *const Scope = self.scope;
         // SAFETY: see `ExpandGen::s`.
         let scope = unsafe { &*scope };
+        let checked = self.count_loops;
+        if checked {
+            let flag = self.local_cell(0)?;
+            self.breaks.push(flag);
+        }
         loop_expand(scope, |child| {
             if res.is_ok() {
                 res = self.nested(child, |g| body(g));
             }
         });
-        res
+        res?;
+        if checked {
+            if let Some(flag) = self.breaks.pop() {
+                let s = self.s();
+                let left = flag.load(s, zero_index(s))?;
+                let z = self.int(0, DType::I32)?;
+                let cut = self.binary(BinOp::Eq, left, z, DType::I32)?;
+                self.report_if(cut)?;
+            }
+        }
+        Ok(())
     }
 
     fn brk(&mut self) -> R<()> {
-        break_expand(self.s());
+        let s: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        let s = unsafe { &*s };
+        if let Some(flag) = self.breaks.last_mut() {
+            flag.store(s, zero_index(s), lit(s, 1i32))?;
+        }
+        break_expand(s);
         Ok(())
     }
 
@@ -645,6 +776,33 @@ impl Gen for ExpandGen {
 
     fn sync(&mut self) -> R<()> {
         sync_cube::expand(self.s());
+        Ok(())
+    }
+
+    fn check_divisor(&mut self, b: Val, d: DType) -> R<()> {
+        if self.status.is_none() {
+            return Ok(());
+        }
+        let z = self.int(0, d)?;
+        let zero = self.binary(BinOp::Eq, b, z, d)?;
+        self.if_else(
+            zero,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                let two = NativeExpand::from_lit(s, 2usize);
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, two, lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
+    }
+
+    fn sync_storage(&mut self) -> R<()> {
+        sync_storage::expand(self.s());
         Ok(())
     }
 

@@ -113,6 +113,13 @@ pub trait Gen {
     fn alloc(&mut self, buf: BufferId, name: &str, len: usize, d: DType, shared: bool) -> Result<()>;
     /// `sync_cube()`.
     fn sync(&mut self) -> Result<()>;
+    /// `sync_storage()`: a cube barrier that also orders global memory.
+    fn sync_storage(&mut self) -> Result<()>;
+    /// Reports an integer divisor `b` (of dtype `d`) that is zero at run time, where the
+    /// generator can (the IR makes that an error; GPUs give a value).
+    fn check_divisor(&mut self, _b: Self::V, _d: DType) -> Result<()> {
+        Ok(())
+    }
     /// Units per cube along x, y, z multiplied (for cooperative fills) as an `i32`.
     fn cube_units(&mut self) -> Result<Self::V>;
     /// Linear unit index within the cube as an `i32`.
@@ -257,14 +264,20 @@ impl<'f, G: Gen> Walker<'f, G> {
 
     fn list(&mut self, g: &mut G, stmts: &[Stmt], uniform: bool) -> Result<()> {
         let saved = self.vars.clone();
+        // Statements every unit runs redundantly (a serial init) beside thread-bound loops
+        // over the same memory: a storage barrier between them.
+        let mixed = uniform
+            && stmts.iter().any(has_thread_loop)
+            && stmts.iter().any(|s| !has_thread_loop(s) && writes_memory(self.func, s));
         for s in stmts {
-            let sync = uniform && self.plan.uses_shared && has_thread_loop(s);
+            let sync = uniform && (self.plan.uses_shared || mixed) && has_thread_loop(s);
+            let barrier = |g: &mut G| if mixed { g.sync_storage() } else { g.sync() };
             if sync {
-                g.sync()?;
+                barrier(g)?;
             }
             self.stmt(g, s, uniform)?;
             if sync {
-                g.sync()?;
+                barrier(g)?;
             }
         }
         self.vars = saved;
@@ -584,8 +597,15 @@ impl<'f, G: Gen> Walker<'f, G> {
             },
             Expr::Binary(op, a, b) => {
                 let d = self.func.expr_dtype(a);
+                if d.is_int() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) && const_int(b) == Some(0) {
+                    // CubeCL would fold it and panic in its compiler thread.
+                    return unsupported("integer division by a constant zero");
+                }
                 let x = self.expr(g, a)?;
                 let y = self.expr(g, b)?;
+                if d.is_int() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) && const_int(b).is_none() {
+                    g.check_divisor(y.clone(), d)?;
+                }
                 g.binary(*op, x, y, d)
             }
             Expr::Unary(op, a) => {
@@ -646,6 +666,25 @@ fn zero<G: Gen>(g: &mut G, d: DType) -> Result<G::V> {
         d if d.is_int() => g.int(0, d),
         d => g.float(0.0, d),
     }
+}
+
+/// Whether `s` writes a global buffer.
+fn writes_memory(func: &Func, s: &Stmt) -> bool {
+    let global = |b: &BufferId| func.buffers.try_get(*b).is_some_and(|x| !matches!(x.storage, Storage::Alloc(Scope::Local | Scope::Shared)));
+    let mut hit = false;
+    sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
+        if let StmtKind::Store { buffer, .. } = &x.kind {
+            hit |= global(buffer);
+        }
+        for e in x.kind.exprs() {
+            e.walk(&mut |y| {
+                if let Expr::AtomicAdd(b, ..) = y {
+                    hit |= global(b);
+                }
+            });
+        }
+    });
+    hit
 }
 
 fn has_thread_loop(s: &Stmt) -> bool {

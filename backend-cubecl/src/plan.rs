@@ -397,22 +397,26 @@ fn loop_drives(body: &[Stmt], v: VarId, spatial: bool) -> bool {
     spatial_uses > 0 && other_uses == 0
 }
 
-/// The perfectly nested spatial loops from the top of `stmt`: each loop's body is one loop,
-/// or blocks without `init` whose bodies are one statement around one loop. A loop joins when
-/// it drives spatial block iterators only and its trip count is bounded by scalars: its
-/// extent, or the extent of the block iterator its variable is bound to (then the loop is
-/// sparse, the second result).
+/// The perfectly nested loops from the top of `stmt`: each loop's body is one loop, or blocks
+/// without `init` whose bodies are one statement around one loop. A loop joins when it only
+/// drives block iterators and its trip count is bounded by scalars: its extent, or (spatial
+/// iterators only) the extent of the block iterator its variable is bound to (then the loop
+/// is sparse, the second result).
 fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
     let mut out = Vec::new();
     let mut sparse = false;
     let mut cur = stmt;
     while let StmtKind::For(f) = &cur.kind {
-        // Accumulations are atomic here, so reduction iterators (a scatter's rows) join too.
+        // Accumulations are atomic here, so a dense loop over reduction iterators (RGCN's
+        // relations) joins too; a sparse one joins only when spatial, since its bound (the
+        // axis extent) may far exceed its trip count (a row's nonzeros).
         if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !loop_drives(&f.body, f.var, false) {
             break;
         }
         let bound = if host_evaluable(func, &f.extent) {
             f.extent.clone()
+        } else if !spatial_loop(&f.body, f.var) {
+            break;
         } else {
             // `v = i` with `v < E` bounds the trip count by `E` when the loop starts at 0.
             match iterator_bound(func, &f.body, f.var).filter(|_| f.min.as_int() == Some(0)) {
