@@ -461,6 +461,9 @@ impl<'f, G: Gen> Walker<'f, G> {
         if let Some(pos) = self.coords.remove(&f.var) {
             return self.bound_loop(g, f, pos, d, false);
         }
+        if self.plan.spread == Some(f.var) {
+            return self.spread_loop(g, f, d, uniform);
+        }
         match f.kind {
             ForKind::Thread(t) => {
                 let b = if t == ThreadTag::BlockIdxX && self.spill_x { Builtin::CubePos } else { Builtin::Tag(t) };
@@ -485,6 +488,43 @@ impl<'f, G: Gen> Walker<'f, G> {
                 })
             }
         }
+    }
+
+    /// A loop spread over `blockIdx.y`: cube `y` of `Y = min(extent, SPREAD_CUBES)` runs
+    /// iterations `y, y + Y, ...`.
+    fn spread_loop(&mut self, g: &mut G, f: &For, d: DType, uniform: bool) -> Result<()> {
+        let min = self.expr(g, &f.min)?;
+        let min = self.coerce(g, min, self.func.expr_dtype(&f.min), d)?;
+        let ext = self.expr(g, &f.extent)?;
+        let ext = self.coerce(g, ext, self.func.expr_dtype(&f.extent), d)?;
+        let cap = g.int(crate::plan::SPREAD_CUBES, d)?;
+        let cubes = g.binary(BinOp::Min, ext.clone(), cap, d)?;
+        let y = g.builtin(Builtin::Tag(ThreadTag::BlockIdxY), d)?;
+        let inside = g.binary(BinOp::Lt, y.clone(), ext.clone(), d)?;
+        let v = f.var;
+        let name = self.var_name(v);
+        let body = f.body.clone();
+        g.if_else(
+            inside,
+            &mut |g| {
+                // ceil((ext - y) / cubes) iterations, all positive here.
+                let left = g.binary(BinOp::Sub, ext.clone(), y.clone(), d)?;
+                let one = g.int(1, d)?;
+                let t = g.binary(BinOp::Add, left, cubes.clone(), d)?;
+                let t = g.binary(BinOp::Sub, t, one, d)?;
+                let trips = g.binary(BinOp::Div, t, cubes.clone(), d)?;
+                let zero = g.int(0, d)?;
+                g.for_range(zero, trips, d, &format!("{name}_t"), &mut |g, k| {
+                    let off = g.binary(BinOp::Mul, k, cubes.clone(), d)?;
+                    let x = g.binary(BinOp::Add, y.clone(), off, d)?;
+                    let x = g.binary(BinOp::Add, min.clone(), x, d)?;
+                    let x = g.bind(x, &name, d)?;
+                    self.vars.insert(v, x);
+                    self.list(g, &body, uniform)
+                })
+            },
+            None,
+        )
     }
 
     fn block(&mut self, g: &mut G, b: &Block, uniform: bool) -> Result<()> {

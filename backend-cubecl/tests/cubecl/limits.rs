@@ -169,3 +169,18 @@ fn serial_init_beside_thread_loops_is_synchronised() {
         tk::assert_close(&format!("csrmm README schedule on {mname}"), &tk::output_f32(&out, "c"), &case.expected[0].1, 1e-4);
     }
 }
+
+/// The default GPU schedule of RGCN binds only the features; the fused relation × row loop
+/// only adds atomically, so its iterations are spread over `blockIdx.y` instead of walked by
+/// every unit (which lavapipe's loop limit cut short).
+#[test]
+fn atomic_serial_loops_are_spread_over_cubes() {
+    let f = workload("rgcn_hetero_forward");
+    let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
+    let prog = compile_with_structure(&s, &f).unwrap();
+    let (_, m) = tk::generated_matrices().into_iter().find(|(n, _)| n.contains("rmat")).unwrap();
+    let case = tk::workloads::case("rgcn_hetero_forward", &m, &mut tk::Rng::new(2)).unwrap();
+    let shapes = prog.launch_shapes(&case.args).unwrap();
+    assert!(shapes.iter().any(|s| s.cubes[1] > 1), "{shapes:?}");
+    assert!(right_or_refused("rgcn", &prog, &case), "refused");
+}
