@@ -161,8 +161,10 @@ fn lit<T: ValType + cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(
 
 /// A literal of dtype `d` from an `f64`.
 fn lit_f64(scope: &Scope, v: f64, d: DType) -> Val {
-    if !v.is_finite() {
-        // WGSL has no literal for inf/nan: reinterpret the IEEE bits.
+    {
+        // Float literals are IEEE bits reinterpreted: WGSL has no literal for inf/nan, and
+        // CubeCL's optimizer would fold float constants (to inf, which it cannot print) and
+        // simplify `x * 0.0` to `0.0`, which is wrong for inf and nan.
         fn bits<F: CubePrimitive, U: cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(scope: &Scope, u: U) -> NativeExpand<F> {
             <F as Reinterpret>::__expand_reinterpret::<U>(scope, NativeExpand::from_lit(scope, u))
         }
@@ -191,8 +193,18 @@ fn cast_to<F: CubePrimitive>(scope: &Scope, x: NativeExpand<F>, to: DType) -> Va
         DType::I64 => Val::I64(<i64 as Cast>::__expand_cast_from(scope, x)),
         DType::F16 => Val::F16(<half::f16 as Cast>::__expand_cast_from(scope, x)),
         DType::BF16 => Val::BF16(<half::bf16 as Cast>::__expand_cast_from(scope, x)),
-        DType::F32 => Val::F32(<f32 as Cast>::__expand_cast_from(scope, x)),
-        DType::F64 => Val::F64(<f64 as Cast>::__expand_cast_from(scope, x)),
+        // Through the bits, so that CubeCL cannot fold a constant cast into a float constant
+        // (and on into inf or NaN constants, which it prints as invalid WGSL).
+        DType::F32 => {
+            let c = <f32 as Cast>::__expand_cast_from(scope, x);
+            let bits = <u32 as Reinterpret>::__expand_reinterpret::<f32>(scope, c);
+            Val::F32(<f32 as Reinterpret>::__expand_reinterpret::<u32>(scope, bits))
+        }
+        DType::F64 => {
+            let c = <f64 as Cast>::__expand_cast_from(scope, x);
+            let bits = <u64 as Reinterpret>::__expand_reinterpret::<f64>(scope, c);
+            Val::F64(<f64 as Reinterpret>::__expand_reinterpret::<u64>(scope, bits))
+        }
         DType::Bool => Val::Bool(<bool as Cast>::__expand_cast_from(scope, x)),
     }
 }
@@ -408,6 +420,67 @@ impl ExpandGen {
     }
 }
 
+impl ExpandGen {
+    /// Whether a float is NaN, from its bits (a WGSL compiler may fold `x != x` to false).
+    fn is_nan(&mut self, v: Val) -> R<Val> {
+        let s = self.s();
+        Ok(Val::Bool(match v {
+            Val::F32(x) => f32::__expand_is_nan(s, x),
+            Val::F64(x) => f64::__expand_is_nan(s, x),
+            Val::F16(x) => half::f16::__expand_is_nan(s, x),
+            Val::BF16(x) => half::bf16::__expand_is_nan(s, x),
+            _ => return err("is_nan of a non-float"),
+        }))
+    }
+
+    /// `a.powf(b)` as the IR defines it (Rust's): GPU `pow` is undefined for a base <= 0, so
+    /// it runs on `|a|` and the sign and special cases are applied here.
+    fn pow(&mut self, a: Val, b: Val, d: DType) -> R<Val> {
+        let abs_a = self.call(Intrinsic::Abs, vec![a.clone()], d)?;
+        let s = self.s();
+        let p = match (abs_a, b.clone()) {
+            (Val::F32(x), Val::F32(y)) => Val::F32(f32::__expand_powf(s, x, y)),
+            (Val::F64(x), Val::F64(y)) => Val::F64(f64::__expand_powf(s, x, y)),
+            _ => return err("pow takes two f32 or two f64 operands"),
+        };
+        let lit = |g: &mut Self, v: f64| lit_f64(g.s(), v, d);
+        let (zero, one, two, nan, inf) = (lit(self, 0.0), lit(self, 1.0), lit(self, 2.0), lit(self, f64::NAN), lit(self, f64::INFINITY));
+        // b integral, and odd.
+        let fb = self.call(Intrinsic::Floor, vec![b.clone()], d)?;
+        let integral = self.binary(BinOp::Eq, fb, b.clone(), d)?;
+        let half = self.binary(BinOp::Div, b.clone(), two.clone(), d)?;
+        let fh = self.call(Intrinsic::Floor, vec![half], d)?;
+        let twice = self.binary(BinOp::Mul, fh, two, d)?;
+        let rem = self.binary(BinOp::Sub, b.clone(), twice, d)?;
+        let odd = self.binary(BinOp::Eq, rem, one.clone(), d)?;
+        let neg_p = self.unary(UnOp::Neg, p.clone(), d)?;
+        let signed = self.select(odd, neg_p, p.clone(), d)?;
+        // A negative base needs an integral exponent, except -inf.
+        let abs_a0 = self.call(Intrinsic::Abs, vec![a.clone()], d)?;
+        let a_inf = self.binary(BinOp::Eq, abs_a0, inf.clone(), d)?;
+        let defined = self.binary(BinOp::Or, integral, a_inf, DType::Bool)?;
+        let of_negative = self.select(defined, signed, nan, d)?;
+        let negative = self.binary(BinOp::Lt, a.clone(), zero.clone(), d)?;
+        let r = self.select(negative, of_negative, p, d)?;
+        // A zero base: inf for b < 0, 0 for b > 0 (not left to `exp2(b * log2(0))`).
+        let a_zero = self.binary(BinOp::Eq, a.clone(), zero.clone(), d)?;
+        let b_neg = self.binary(BinOp::Lt, b.clone(), zero.clone(), d)?;
+        let of_zero = self.select(b_neg, inf.clone(), zero.clone(), d)?;
+        let r = self.select(a_zero, of_zero, r, d)?;
+        // b == 0, a == 1, and |a| == 1 with b infinite all give 1.
+        let b_zero = self.binary(BinOp::Eq, b.clone(), zero, d)?;
+        let a_one = self.binary(BinOp::Eq, a.clone(), one.clone(), d)?;
+        let abs_a = self.call(Intrinsic::Abs, vec![a], d)?;
+        let unit = self.binary(BinOp::Eq, abs_a, one.clone(), d)?;
+        let abs_b = self.call(Intrinsic::Abs, vec![b], d)?;
+        let b_inf = self.binary(BinOp::Eq, abs_b, inf, d)?;
+        let unit_inf = self.binary(BinOp::And, unit, b_inf, DType::Bool)?;
+        let ones = self.binary(BinOp::Or, b_zero, a_one, DType::Bool)?;
+        let ones = self.binary(BinOp::Or, ones, unit_inf, DType::Bool)?;
+        self.select(ones, one, r, d)
+    }
+}
+
 impl Gen for ExpandGen {
     type V = Val;
 
@@ -461,6 +534,13 @@ impl Gen for ExpandGen {
                 } else {
                     self.binary(BinOp::Gt, a.clone(), b.clone(), d)?
                 };
+                // As the IR (Rust's `min`/`max`): a NaN operand yields the other one.
+                let lt = if d.is_int() {
+                    lt
+                } else {
+                    let b_nan = self.is_nan(b.clone())?;
+                    self.binary(BinOp::Or, lt, b_nan, DType::Bool)?
+                };
                 return self.select(lt, a, b, d);
             }
             BinOp::Eq => match (a, b) {
@@ -505,6 +585,32 @@ impl Gen for ExpandGen {
     }
 
     fn cast(&mut self, v: Val, _from: DType, to: DType) -> R<Val> {
+        if !_from.is_int() && _from != DType::Bool && to.is_int() {
+            // As Rust's `as`: saturating, NaN to 0 (a GPU conversion out of range is undefined).
+            let (lo, hi) = match to {
+                DType::I32 => (i32::MIN as f64, i32::MAX as f64 + 1.0),
+                _ => (i64::MIN as f64, i64::MAX as f64 + 1.0),
+            };
+            let (lo_f, hi_f) = (lit_f64(self.s(), lo, _from), lit_f64(self.s(), hi, _from));
+            let below = self.binary(BinOp::Le, v.clone(), lo_f, _from)?;
+            let above = self.binary(BinOp::Ge, v.clone(), hi_f, _from)?;
+            let nan = self.is_nan(v.clone())?;
+            let s = self.s();
+            let raw = match v {
+                Val::F16(x) => cast_to(s, x, to),
+                Val::BF16(x) => cast_to(s, x, to),
+                Val::F32(x) => cast_to(s, x, to),
+                Val::F64(x) => cast_to(s, x, to),
+                _ => return err("cast of a non-float"),
+            };
+            let (min_i, max_i, zero) = match to {
+                DType::I32 => (lit(s, i32::MIN), lit(s, i32::MAX), lit(s, 0i32)),
+                _ => (lit(s, i64::MIN), lit(s, i64::MAX), lit(s, 0i64)),
+            };
+            let r = self.select(below, min_i, raw, to)?;
+            let r = self.select(above, max_i, r, to)?;
+            return self.select(nan, zero, r, to);
+        }
         let s = self.s();
         if to == DType::Bool {
             let z = lit_f64(s, 0.0, _from);
@@ -546,17 +652,13 @@ impl Gen for ExpandGen {
             }
             Intrinsic::Pow => {
                 let (a, b) = (next()?, next()?);
-                match (a, b) {
-                    (Val::F32(x), Val::F32(y)) => Val::F32(f32::__expand_powf(s, x, y)),
-                    (Val::F64(x), Val::F64(y)) => Val::F64(f64::__expand_powf(s, x, y)),
-                    _ => return err("pow takes two f32 or two f64 operands"),
-                }
+                return self.pow(a, b, d);
             }
             Intrinsic::MaxValue(d) => match d {
                 DType::I32 => lit(s, i32::MAX),
                 DType::I64 => lit(s, i64::MAX),
-                DType::F32 => lit(s, f32::MAX),
-                DType::F64 => lit(s, f64::MAX),
+                DType::F32 => lit_f64(s, f32::MAX as f64, DType::F32),
+                DType::F64 => lit_f64(s, f64::MAX, DType::F64),
                 DType::F16 => lit(s, half::f16::MAX),
                 DType::BF16 => lit(s, half::bf16::MAX),
                 DType::Bool => lit(s, true),
@@ -564,8 +666,8 @@ impl Gen for ExpandGen {
             Intrinsic::MinValue(d) => match d {
                 DType::I32 => lit(s, i32::MIN),
                 DType::I64 => lit(s, i64::MIN),
-                DType::F32 => lit(s, f32::MIN),
-                DType::F64 => lit(s, f64::MIN),
+                DType::F32 => lit_f64(s, f32::MIN as f64, DType::F32),
+                DType::F64 => lit_f64(s, f64::MIN, DType::F64),
                 DType::F16 => lit(s, half::f16::MIN),
                 DType::BF16 => lit(s, half::bf16::MIN),
                 DType::Bool => lit(s, false),
