@@ -326,7 +326,7 @@ pub struct ExpandGen {
     pub args: Vec<Box<dyn DynBuf>>,
     allocs: HashMap<BufferId, Box<dyn DynBuf>>,
     /// The status buffer: unit 0 sets `status[1] = 1` (the kernel ran), an integer division
-    /// by zero sets `status[2] = 1`; with `count_loops`,
+    /// by zero sets `status[2] = 1`, a sparse row longer than its launch bound `status[3] = 1`; with `count_loops`,
     /// every loop counts its iterations and a loop that ran fewer than its trip count (or a
     /// `loop` left other than by `break`) sets `status[0] = 1`: a driver loop limiter
     /// (lavapipe's) cut it short.
@@ -879,6 +879,27 @@ impl Gen for ExpandGen {
     fn sync(&mut self) -> R<()> {
         sync_cube::expand(self.s());
         Ok(())
+    }
+
+    fn check_trips(&mut self, n: Val, bound: Val, d: DType) -> R<()> {
+        if self.status.is_none() {
+            return Ok(());
+        }
+        let over = self.binary(BinOp::Gt, n, bound, d)?;
+        self.if_else(
+            over,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                let three = NativeExpand::from_lit(s, 3usize);
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, three, lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
     }
 
     fn check_divisor(&mut self, b: Val, d: DType) -> R<()> {

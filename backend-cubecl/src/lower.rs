@@ -120,6 +120,11 @@ pub trait Gen {
     fn check_divisor(&mut self, _b: Self::V, _d: DType) -> Result<()> {
         Ok(())
     }
+    /// Reports, where the generator can, a loop whose trip count `n` exceeds the launch
+    /// `bound` given to it (a sparse row longer than its axis: duplicate coordinates).
+    fn check_trips(&mut self, _n: Self::V, _bound: Self::V, _d: DType) -> Result<()> {
+        Ok(())
+    }
     /// Units per cube along x, y, z multiplied (for cooperative fills) as an `i32`.
     fn cube_units(&mut self) -> Result<Self::V>;
     /// Linear unit index within the cube as an `i32`.
@@ -459,6 +464,19 @@ impl<'f, G: Gen> Walker<'f, G> {
     fn for_loop(&mut self, g: &mut G, f: &For, uniform: bool) -> Result<()> {
         let d = self.dtype_of_var(f.var);
         if let Some(pos) = self.coords.remove(&f.var) {
+            // A sparse loop's launch bound is its iterator's extent, which an unsorted row
+            // with duplicates may exceed: that is reported, never dropped silently.
+            let bound = match &self.plan.launch {
+                LaunchPlan::PerIteration { loops } => loops.iter().find(|l| l.var == f.var).map(|l| l.bound.clone()),
+                _ => None,
+            };
+            if let Some(b) = bound.filter(|b| *b != f.extent) {
+                let n = self.expr(g, &f.extent)?;
+                let n = self.coerce(g, n, self.func.expr_dtype(&f.extent), d)?;
+                let b2 = self.expr(g, &b)?;
+                let b2 = self.coerce(g, b2, self.func.expr_dtype(&b), d)?;
+                g.check_trips(n, b2, d)?;
+            }
             return self.bound_loop(g, f, pos, d, false);
         }
         if self.plan.spread == Some(f.var) {

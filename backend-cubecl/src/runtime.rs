@@ -43,6 +43,10 @@ pub enum RuntimeError {
     /// An integer division or remainder by zero happened (an error in the IR).
     #[error("kernel `{0}`: integer division by zero")]
     DivisionByZero(String),
+    /// A sparse row holds more entries than its axis extent (duplicate coordinates in an
+    /// unsorted axis), which the one-unit-per-point launch is bounded by.
+    #[error("kernel `{0}`: a sparse row holds more entries than its axis has coordinates (duplicates in an unsorted axis); the launch would skip some, so no result is returned")]
+    RowTooLong(String),
     /// The kernel never ran and CubeCL reported nothing (a panic in its compiler thread).
     #[error("kernel `{0}` did not run: CubeCL failed without an error (see its log); no result is returned")]
     NotRun(String),
@@ -669,9 +673,9 @@ impl CompiledKernel {
                 }
             }
         }
-        let status = client.create_from_slice(&[0u8; 12]);
-        // SAFETY: `status` holds three i32s.
-        let arg = unsafe { BufferArg::from_raw_parts(status.clone(), 3) };
+        let status = client.create_from_slice(&[0u8; 16]);
+        // SAFETY: `status` holds four i32s.
+        let arg = unsafe { BufferArg::from_raw_parts(status.clone(), 4) };
         let _ = <[i32] as LaunchArg>::register(arg, &mut launcher);
         let [x, y, z] = shape.cubes;
         launcher.launch(CubeCount::Static(x, y, z), kernel, client);
@@ -692,6 +696,9 @@ impl CompiledKernel {
         }
         if word(2) != Some(0) {
             return Err(RuntimeError::DivisionByZero(name.clone()).into());
+        }
+        if word(3) != Some(0) {
+            return Err(RuntimeError::RowTooLong(name.clone()).into());
         }
         Ok(())
     }

@@ -184,3 +184,39 @@ fn atomic_serial_loops_are_spread_over_cubes() {
     assert!(shapes.iter().any(|s| s.cubes[1] > 1), "{shapes:?}");
     assert!(right_or_refused("rgcn", &prog, &case), "refused");
 }
+
+/// One unit per (relation, row) point: a relation's rows are bounded by `m`, which duplicate
+/// coordinates of an unsorted axis exceed. That is an error, not rows silently skipped.
+#[test]
+fn rows_longer_than_their_axis_are_refused() {
+    let f = parse(
+        "func scatter(a: handle, y: handle, indptr: handle, indices: handle, r: i32, m: i32, nnz: i32, feat: i32) {
+  axis R = dense_fixed(r)
+  axis I = sparse_variable(R, m, nnz, indptr, indices, sorted = false)
+  axis ID = dense_fixed(m)
+  axis F = dense_fixed(feat)
+  buffer A = match_sparse_buffer(a, [R, I], f32)
+  buffer Y = match_sparse_buffer(y, [ID, F], f32)
+  sp_iter s([F, R, I], \"SRS\") as [k, q, i] {
+    Y[i, k] = Y[i, k] + A[q, i]
+  }
+}
+",
+    );
+    let prog = compile(&f).unwrap();
+    let mut args = Args::new();
+    // Relation 0 lists row 1 three times (m = 2).
+    args.array("a", Array::F32(vec![1.0, 2.0, 4.0, 8.0]))
+        .array("y", Array::F32(vec![0.0; 2]))
+        .array("indptr", Array::I32(vec![0, 3, 4]))
+        .array("indices", Array::I32(vec![1, 1, 1, 0]));
+    args.int("r", 2).int("m", 2).int("nnz", 4).int("feat", 1);
+    assert!(sparsec_interp::run(&f, &args).is_ok());
+    let e = prog.run(&client(), &args).expect_err("a row longer than its axis ran");
+    assert!(e.to_string().contains("more entries"), "{e}");
+    // Without duplicates the same launch is right.
+    args.array("indices", Array::I32(vec![0, 1, 1, 0])).array("indptr", Array::I32(vec![0, 2, 4]));
+    let want = sparsec_interp::run(&f, &args).unwrap();
+    let got = prog.run(&client(), &args).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got.arrays["y"], want.arrays["y"]);
+}
