@@ -369,7 +369,7 @@ impl ExpandGen {
     /// A one-element local `i32` array holding `v`.
     fn local_cell(&mut self, v: i32) -> R<Box<dyn DynBuf>> {
         let s = self.s();
-        let mut c = plain::<i32, _>(IntoMut::into_mut(Array::<i32>::__expand_new(s, 1usize.into()), s));
+        let mut c = plain::<i32, _>(IntoMut::into_mut(Array::<i32>::__expand_new(s, 1usize), s));
         c.store(s, zero_index(s), lit(s, v))?;
         Ok(c)
     }
@@ -768,7 +768,7 @@ impl Gen for ExpandGen {
             (true, Val::I32(_)) => Some(self.local_cell(0)?),
             (true, _) => {
                 let s = self.s();
-                let mut c = plain::<i64, _>(IntoMut::into_mut(Array::<i64>::__expand_new(s, 1usize.into()), s));
+                let mut c = plain::<i64, _>(IntoMut::into_mut(Array::<i64>::__expand_new(s, 1usize), s));
                 c.store(s, zero_index(s), lit(s, 0i64))?;
                 Some(c)
             }
