@@ -110,8 +110,12 @@ impl CompiledProgram {
             handles.insert(ArgSource::Global(*g), (handle, n));
         }
         let scalars = ScalarValues { ints, args: host.scalars };
+        let mut statuses = Vec::new();
         for k in self.kernels() {
-            k.launch(client, &handles, &scalars)?;
+            statuses.push(k.launch(client, &handles, &scalars)?);
+        }
+        for (k, st) in self.kernels().iter().zip(statuses) {
+            k.check_status(client, st)?;
         }
         Ok(())
     }

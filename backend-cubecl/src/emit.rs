@@ -261,6 +261,11 @@ impl Gen for TextGen<'_> {
         Ok(())
     }
 
+    fn sync_storage(&mut self) -> R<()> {
+        self.line("sync_storage();");
+        Ok(())
+    }
+
     fn cube_units(&mut self) -> R<String> {
         Ok("i32::cast_from(CUBE_DIM)".into())
     }

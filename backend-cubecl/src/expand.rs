@@ -161,6 +161,21 @@ fn lit<T: ValType + cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(
 
 /// A literal of dtype `d` from an `f64`.
 fn lit_f64(scope: &Scope, v: f64, d: DType) -> Val {
+    {
+        // Float literals are IEEE bits reinterpreted: WGSL has no literal for inf/nan, and
+        // CubeCL's optimizer would fold float constants (to inf, which it cannot print) and
+        // simplify `x * 0.0` to `0.0`, which is wrong for inf and nan.
+        fn bits<F: CubePrimitive, U: cubecl::frontend::Scalar + Into<cubecl::ir::ConstantValue>>(scope: &Scope, u: U) -> NativeExpand<F> {
+            <F as Reinterpret>::__expand_reinterpret::<U>(scope, NativeExpand::from_lit(scope, u))
+        }
+        match d {
+            DType::F32 => return Val::F32(bits::<f32, u32>(scope, (v as f32).to_bits())),
+            DType::F64 => return Val::F64(bits::<f64, u64>(scope, v.to_bits())),
+            DType::F16 => return Val::F16(bits::<half::f16, u16>(scope, half::f16::from_f64(v).to_bits())),
+            DType::BF16 => return Val::BF16(bits::<half::bf16, u16>(scope, half::bf16::from_f64(v).to_bits())),
+            _ => {}
+        }
+    }
     match d {
         DType::I32 => lit(scope, v as i32),
         DType::I64 => lit(scope, v as i64),
@@ -178,10 +193,24 @@ fn cast_to<F: CubePrimitive>(scope: &Scope, x: NativeExpand<F>, to: DType) -> Va
         DType::I64 => Val::I64(<i64 as Cast>::__expand_cast_from(scope, x)),
         DType::F16 => Val::F16(<half::f16 as Cast>::__expand_cast_from(scope, x)),
         DType::BF16 => Val::BF16(<half::bf16 as Cast>::__expand_cast_from(scope, x)),
-        DType::F32 => Val::F32(<f32 as Cast>::__expand_cast_from(scope, x)),
-        DType::F64 => Val::F64(<f64 as Cast>::__expand_cast_from(scope, x)),
+        // Through the bits, so that CubeCL cannot fold a constant cast into a float constant
+        // (and on into inf or NaN constants, which it prints as invalid WGSL).
+        DType::F32 => {
+            let c = <f32 as Cast>::__expand_cast_from(scope, x);
+            let bits = <u32 as Reinterpret>::__expand_reinterpret::<f32>(scope, c);
+            Val::F32(<f32 as Reinterpret>::__expand_reinterpret::<u32>(scope, bits))
+        }
+        DType::F64 => {
+            let c = <f64 as Cast>::__expand_cast_from(scope, x);
+            let bits = <u64 as Reinterpret>::__expand_reinterpret::<f64>(scope, c);
+            Val::F64(<f64 as Reinterpret>::__expand_reinterpret::<u64>(scope, bits))
+        }
         DType::Bool => Val::Bool(<bool as Cast>::__expand_cast_from(scope, x)),
     }
+}
+
+fn zero_index(scope: &Scope) -> NativeExpand<usize> {
+    NativeExpand::from_lit(scope, 0usize)
 }
 
 fn to_usize(scope: &Scope, v: Val) -> R<NativeExpand<usize>> {
@@ -296,12 +325,70 @@ pub struct ExpandGen {
     /// Kernel buffer arguments, in plan order.
     pub args: Vec<Box<dyn DynBuf>>,
     allocs: HashMap<BufferId, Box<dyn DynBuf>>,
+    /// The status buffer: unit 0 sets `status[1] = 1` (the kernel ran), an integer division
+    /// by zero sets `status[2] = 1`, a sparse row longer than its launch bound `status[3] = 1`; with `count_loops`,
+    /// every loop counts its iterations and a loop that ran fewer than its trip count (or a
+    /// `loop` left other than by `break`) sets `status[0] = 1`: a driver loop limiter
+    /// (lavapipe's) cut it short.
+    status: Option<Box<dyn DynBuf>>,
+    count_loops: bool,
+    /// Per open `loop`, the local flag its `break` sets.
+    breaks: Vec<Box<dyn DynBuf>>,
 }
 
 impl ExpandGen {
     /// A generator writing into `scope` (which must outlive it).
     pub fn new(scope: &Scope, args: Vec<Box<dyn DynBuf>>) -> Self {
-        ExpandGen { scope, args, allocs: HashMap::new() }
+        ExpandGen { scope, args, allocs: HashMap::new(), status: None, count_loops: false, breaks: Vec::new() }
+    }
+
+    /// Reports into `status` (two `i32`s): that the kernel ran and, with `count_loops`,
+    /// whether a loop was cut short. Call before generating the body.
+    pub fn set_status(&mut self, status: Box<dyn DynBuf>, count_loops: bool) -> R<()> {
+        self.status = Some(status);
+        self.count_loops = count_loops;
+        let pos = self.builtin(Builtin::AbsolutePos, DType::I32)?;
+        let z = self.int(0, DType::I32)?;
+        let first = self.binary(BinOp::Eq, pos, z, DType::I32)?;
+        self.if_else(
+            first,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                let one = NativeExpand::from_lit(s, 1usize);
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, one, lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
+    }
+
+    /// A one-element local `i32` array holding `v`.
+    fn local_cell(&mut self, v: i32) -> R<Box<dyn DynBuf>> {
+        let s = self.s();
+        let mut c = plain::<i32, _>(IntoMut::into_mut(Array::<i32>::__expand_new(s, 1usize), s));
+        c.store(s, zero_index(s), lit(s, v))?;
+        Ok(c)
+    }
+
+    /// `status[0] = 1` when `truncated`.
+    fn report_if(&mut self, truncated: Val) -> R<()> {
+        self.if_else(
+            truncated,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, zero_index(s), lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
     }
 
     fn s(&self) -> &Scope {
@@ -330,6 +417,67 @@ impl ExpandGen {
                 None => err("buffer used before its allocation"),
             },
         }
+    }
+}
+
+impl ExpandGen {
+    /// Whether a float is NaN, from its bits (a WGSL compiler may fold `x != x` to false).
+    fn is_nan(&mut self, v: Val) -> R<Val> {
+        let s = self.s();
+        Ok(Val::Bool(match v {
+            Val::F32(x) => f32::__expand_is_nan(s, x),
+            Val::F64(x) => f64::__expand_is_nan(s, x),
+            Val::F16(x) => half::f16::__expand_is_nan(s, x),
+            Val::BF16(x) => half::bf16::__expand_is_nan(s, x),
+            _ => return err("is_nan of a non-float"),
+        }))
+    }
+
+    /// `a.powf(b)` as the IR defines it (Rust's): GPU `pow` is undefined for a base <= 0, so
+    /// it runs on `|a|` and the sign and special cases are applied here.
+    fn pow(&mut self, a: Val, b: Val, d: DType) -> R<Val> {
+        let abs_a = self.call(Intrinsic::Abs, vec![a.clone()], d)?;
+        let s = self.s();
+        let p = match (abs_a, b.clone()) {
+            (Val::F32(x), Val::F32(y)) => Val::F32(f32::__expand_powf(s, x, y)),
+            (Val::F64(x), Val::F64(y)) => Val::F64(f64::__expand_powf(s, x, y)),
+            _ => return err("pow takes two f32 or two f64 operands"),
+        };
+        let lit = |g: &mut Self, v: f64| lit_f64(g.s(), v, d);
+        let (zero, one, two, nan, inf) = (lit(self, 0.0), lit(self, 1.0), lit(self, 2.0), lit(self, f64::NAN), lit(self, f64::INFINITY));
+        // b integral, and odd.
+        let fb = self.call(Intrinsic::Floor, vec![b.clone()], d)?;
+        let integral = self.binary(BinOp::Eq, fb, b.clone(), d)?;
+        let half = self.binary(BinOp::Div, b.clone(), two.clone(), d)?;
+        let fh = self.call(Intrinsic::Floor, vec![half], d)?;
+        let twice = self.binary(BinOp::Mul, fh, two, d)?;
+        let rem = self.binary(BinOp::Sub, b.clone(), twice, d)?;
+        let odd = self.binary(BinOp::Eq, rem, one.clone(), d)?;
+        let neg_p = self.unary(UnOp::Neg, p.clone(), d)?;
+        let signed = self.select(odd, neg_p, p.clone(), d)?;
+        // A negative base needs an integral exponent, except -inf.
+        let abs_a0 = self.call(Intrinsic::Abs, vec![a.clone()], d)?;
+        let a_inf = self.binary(BinOp::Eq, abs_a0, inf.clone(), d)?;
+        let defined = self.binary(BinOp::Or, integral, a_inf, DType::Bool)?;
+        let of_negative = self.select(defined, signed, nan, d)?;
+        let negative = self.binary(BinOp::Lt, a.clone(), zero.clone(), d)?;
+        let r = self.select(negative, of_negative, p, d)?;
+        // A zero base: inf for b < 0, 0 for b > 0 (not left to `exp2(b * log2(0))`).
+        let a_zero = self.binary(BinOp::Eq, a.clone(), zero.clone(), d)?;
+        let b_neg = self.binary(BinOp::Lt, b.clone(), zero.clone(), d)?;
+        let of_zero = self.select(b_neg, inf.clone(), zero.clone(), d)?;
+        let r = self.select(a_zero, of_zero, r, d)?;
+        // b == 0, a == 1, and |a| == 1 with b infinite all give 1.
+        let b_zero = self.binary(BinOp::Eq, b.clone(), zero, d)?;
+        let a_one = self.binary(BinOp::Eq, a.clone(), one.clone(), d)?;
+        let abs_a = self.call(Intrinsic::Abs, vec![a], d)?;
+        let unit = self.binary(BinOp::Eq, abs_a, one.clone(), d)?;
+        let abs_b = self.call(Intrinsic::Abs, vec![b], d)?;
+        let b_inf = self.binary(BinOp::Eq, abs_b, inf, d)?;
+        let unit_inf = self.binary(BinOp::And, unit, b_inf, DType::Bool)?;
+        let ones = self.binary(BinOp::Or, b_zero, a_one, DType::Bool)?;
+        let ones = self.binary(BinOp::Or, ones, unit_inf, DType::Bool)?;
+        self.select(ones, one, r, d)
     }
 }
 
@@ -386,6 +534,13 @@ impl Gen for ExpandGen {
                 } else {
                     self.binary(BinOp::Gt, a.clone(), b.clone(), d)?
                 };
+                // As the IR (Rust's `min`/`max`): a NaN operand yields the other one.
+                let lt = if d.is_int() {
+                    lt
+                } else {
+                    let b_nan = self.is_nan(b.clone())?;
+                    self.binary(BinOp::Or, lt, b_nan, DType::Bool)?
+                };
                 return self.select(lt, a, b, d);
             }
             BinOp::Eq => match (a, b) {
@@ -430,6 +585,32 @@ impl Gen for ExpandGen {
     }
 
     fn cast(&mut self, v: Val, _from: DType, to: DType) -> R<Val> {
+        if !_from.is_int() && _from != DType::Bool && to.is_int() {
+            // As Rust's `as`: saturating, NaN to 0 (a GPU conversion out of range is undefined).
+            let (lo, hi) = match to {
+                DType::I32 => (i32::MIN as f64, i32::MAX as f64 + 1.0),
+                _ => (i64::MIN as f64, i64::MAX as f64 + 1.0),
+            };
+            let (lo_f, hi_f) = (lit_f64(self.s(), lo, _from), lit_f64(self.s(), hi, _from));
+            let below = self.binary(BinOp::Le, v.clone(), lo_f, _from)?;
+            let above = self.binary(BinOp::Ge, v.clone(), hi_f, _from)?;
+            let nan = self.is_nan(v.clone())?;
+            let s = self.s();
+            let raw = match v {
+                Val::F16(x) => cast_to(s, x, to),
+                Val::BF16(x) => cast_to(s, x, to),
+                Val::F32(x) => cast_to(s, x, to),
+                Val::F64(x) => cast_to(s, x, to),
+                _ => return err("cast of a non-float"),
+            };
+            let (min_i, max_i, zero) = match to {
+                DType::I32 => (lit(s, i32::MIN), lit(s, i32::MAX), lit(s, 0i32)),
+                _ => (lit(s, i64::MIN), lit(s, i64::MAX), lit(s, 0i64)),
+            };
+            let r = self.select(below, min_i, raw, to)?;
+            let r = self.select(above, max_i, r, to)?;
+            return self.select(nan, zero, r, to);
+        }
         let s = self.s();
         if to == DType::Bool {
             let z = lit_f64(s, 0.0, _from);
@@ -471,17 +652,13 @@ impl Gen for ExpandGen {
             }
             Intrinsic::Pow => {
                 let (a, b) = (next()?, next()?);
-                match (a, b) {
-                    (Val::F32(x), Val::F32(y)) => Val::F32(f32::__expand_powf(s, x, y)),
-                    (Val::F64(x), Val::F64(y)) => Val::F64(f64::__expand_powf(s, x, y)),
-                    _ => return err("pow takes two f32 or two f64 operands"),
-                }
+                return self.pow(a, b, d);
             }
             Intrinsic::MaxValue(d) => match d {
                 DType::I32 => lit(s, i32::MAX),
                 DType::I64 => lit(s, i64::MAX),
-                DType::F32 => lit(s, f32::MAX),
-                DType::F64 => lit(s, f64::MAX),
+                DType::F32 => lit_f64(s, f32::MAX as f64, DType::F32),
+                DType::F64 => lit_f64(s, f64::MAX, DType::F64),
                 DType::F16 => lit(s, half::f16::MAX),
                 DType::BF16 => lit(s, half::bf16::MAX),
                 DType::Bool => lit(s, true),
@@ -489,8 +666,8 @@ impl Gen for ExpandGen {
             Intrinsic::MinValue(d) => match d {
                 DType::I32 => lit(s, i32::MIN),
                 DType::I64 => lit(s, i64::MIN),
-                DType::F32 => lit(s, f32::MIN),
-                DType::F64 => lit(s, f64::MIN),
+                DType::F32 => lit_f64(s, f32::MIN as f64, DType::F32),
+                DType::F64 => lit_f64(s, f64::MIN, DType::F64),
                 DType::F16 => lit(s, half::f16::MIN),
                 DType::BF16 => lit(s, half::bf16::MIN),
                 DType::Bool => lit(s, false),
@@ -585,20 +762,55 @@ impl Gen for ExpandGen {
         let scope: *const Scope = self.scope;
         // SAFETY: see `ExpandGen::s`.
         let scope = unsafe { &*scope };
+        // Iterations run, counted in the loop's dtype.
+        let mut count = match (self.count_loops, &start) {
+            (false, _) => None,
+            (true, Val::I32(_)) => Some(self.local_cell(0)?),
+            (true, _) => {
+                let s = self.s();
+                let mut c = plain::<i64, _>(IntoMut::into_mut(Array::<i64>::__expand_new(s, 1usize), s));
+                c.store(s, zero_index(s), lit(s, 0i64))?;
+                Some(c)
+            }
+        };
+        let trips = match count {
+            Some(_) => {
+                let d = if matches!(start, Val::I32(_)) { DType::I32 } else { DType::I64 };
+                let n = self.binary(BinOp::Sub, end.clone(), start.clone(), d)?;
+                let z = self.int(0, d)?;
+                Some((self.binary(BinOp::Max, n, z, d)?, d))
+            }
+            None => None,
+        };
+        let mut counted = |g: &mut Self, child: &Scope| -> R<()> {
+            if let (Some(c), Some((_, d))) = (count.as_mut(), trips.as_ref()) {
+                let k = c.load(child, zero_index(child))?;
+                let one = g.nested(child, |g| g.int(1, *d))?;
+                let k = g.nested(child, |g| g.binary(BinOp::Add, k, one, *d))?;
+                c.store(child, zero_index(child), k)?;
+            }
+            Ok(())
+        };
         match (start, end) {
             (Val::I32(a), Val::I32(b)) => for_expand(scope, RangeExpand::new(a, b), false, |child, i| {
                 if res.is_ok() {
-                    res = self.nested(child, |g| body(g, Val::I32(i)));
+                    res = counted(self, child).and_then(|_| self.nested(child, |g| body(g, Val::I32(i))));
                 }
             }),
             (Val::I64(a), Val::I64(b)) => for_expand(scope, RangeExpand::new(a, b), false, |child, i| {
                 if res.is_ok() {
-                    res = self.nested(child, |g| body(g, Val::I64(i)));
+                    res = counted(self, child).and_then(|_| self.nested(child, |g| body(g, Val::I64(i))));
                 }
             }),
             _ => return err("loop bounds must be two i32 or two i64"),
         }
-        res
+        res?;
+        if let (Some(c), Some((n, d))) = (count, trips) {
+            let k = c.load(self.s(), zero_index(self.s()))?;
+            let short = self.binary(BinOp::Lt, k, n, d)?;
+            self.report_if(short)?;
+        }
+        Ok(())
     }
 
     fn infinite_loop(&mut self, body: &mut dyn FnMut(&mut Self) -> R<()>) -> R<()> {
@@ -606,16 +818,37 @@ impl Gen for ExpandGen {
         let scope: *const Scope = self.scope;
         // SAFETY: see `ExpandGen::s`.
         let scope = unsafe { &*scope };
+        let checked = self.count_loops;
+        if checked {
+            let flag = self.local_cell(0)?;
+            self.breaks.push(flag);
+        }
         loop_expand(scope, |child| {
             if res.is_ok() {
                 res = self.nested(child, |g| body(g));
             }
         });
-        res
+        res?;
+        if checked {
+            if let Some(flag) = self.breaks.pop() {
+                let s = self.s();
+                let left = flag.load(s, zero_index(s))?;
+                let z = self.int(0, DType::I32)?;
+                let cut = self.binary(BinOp::Eq, left, z, DType::I32)?;
+                self.report_if(cut)?;
+            }
+        }
+        Ok(())
     }
 
     fn brk(&mut self) -> R<()> {
-        break_expand(self.s());
+        let s: *const Scope = self.scope;
+        // SAFETY: see `ExpandGen::s`.
+        let s = unsafe { &*s };
+        if let Some(flag) = self.breaks.last_mut() {
+            flag.store(s, zero_index(s), lit(s, 1i32))?;
+        }
+        break_expand(s);
         Ok(())
     }
 
@@ -645,6 +878,54 @@ impl Gen for ExpandGen {
 
     fn sync(&mut self) -> R<()> {
         sync_cube::expand(self.s());
+        Ok(())
+    }
+
+    fn check_trips(&mut self, n: Val, bound: Val, d: DType) -> R<()> {
+        if self.status.is_none() {
+            return Ok(());
+        }
+        let over = self.binary(BinOp::Gt, n, bound, d)?;
+        self.if_else(
+            over,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                let three = NativeExpand::from_lit(s, 3usize);
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, three, lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
+    }
+
+    fn check_divisor(&mut self, b: Val, d: DType) -> R<()> {
+        if self.status.is_none() {
+            return Ok(());
+        }
+        let z = self.int(0, d)?;
+        let zero = self.binary(BinOp::Eq, b, z, d)?;
+        self.if_else(
+            zero,
+            &mut |g| {
+                let s: *const Scope = g.scope;
+                // SAFETY: see `ExpandGen::s`.
+                let s = unsafe { &*s };
+                let two = NativeExpand::from_lit(s, 2usize);
+                match g.status.as_mut() {
+                    Some(st) => st.store(s, two, lit(s, 1i32)),
+                    None => Ok(()),
+                }
+            },
+            None,
+        )
+    }
+
+    fn sync_storage(&mut self) -> R<()> {
+        sync_storage::expand(self.s());
         Ok(())
     }
 

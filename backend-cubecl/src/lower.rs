@@ -113,6 +113,18 @@ pub trait Gen {
     fn alloc(&mut self, buf: BufferId, name: &str, len: usize, d: DType, shared: bool) -> Result<()>;
     /// `sync_cube()`.
     fn sync(&mut self) -> Result<()>;
+    /// `sync_storage()`: a cube barrier that also orders global memory.
+    fn sync_storage(&mut self) -> Result<()>;
+    /// Reports an integer divisor `b` (of dtype `d`) that is zero at run time, where the
+    /// generator can (the IR makes that an error; GPUs give a value).
+    fn check_divisor(&mut self, _b: Self::V, _d: DType) -> Result<()> {
+        Ok(())
+    }
+    /// Reports, where the generator can, a loop whose trip count `n` exceeds the launch
+    /// `bound` given to it (a sparse row longer than its axis: duplicate coordinates).
+    fn check_trips(&mut self, _n: Self::V, _bound: Self::V, _d: DType) -> Result<()> {
+        Ok(())
+    }
     /// Units per cube along x, y, z multiplied (for cooperative fills) as an `i32`.
     fn cube_units(&mut self) -> Result<Self::V>;
     /// Linear unit index within the cube as an `i32`.
@@ -257,14 +269,20 @@ impl<'f, G: Gen> Walker<'f, G> {
 
     fn list(&mut self, g: &mut G, stmts: &[Stmt], uniform: bool) -> Result<()> {
         let saved = self.vars.clone();
+        // Statements every unit runs redundantly (a serial init) beside thread-bound loops
+        // over the same memory: a storage barrier between them.
+        let mixed = uniform
+            && stmts.iter().any(has_thread_loop)
+            && stmts.iter().any(|s| !has_thread_loop(s) && writes_memory(self.func, s));
         for s in stmts {
-            let sync = uniform && self.plan.uses_shared && has_thread_loop(s);
+            let sync = uniform && (self.plan.uses_shared || mixed) && has_thread_loop(s);
+            let barrier = |g: &mut G| if mixed { g.sync_storage() } else { g.sync() };
             if sync {
-                g.sync()?;
+                barrier(g)?;
             }
             self.stmt(g, s, uniform)?;
             if sync {
-                g.sync()?;
+                barrier(g)?;
             }
         }
         self.vars = saved;
@@ -446,7 +464,23 @@ impl<'f, G: Gen> Walker<'f, G> {
     fn for_loop(&mut self, g: &mut G, f: &For, uniform: bool) -> Result<()> {
         let d = self.dtype_of_var(f.var);
         if let Some(pos) = self.coords.remove(&f.var) {
+            // A sparse loop's launch bound is its iterator's extent, which an unsorted row
+            // with duplicates may exceed: that is reported, never dropped silently.
+            let bound = match &self.plan.launch {
+                LaunchPlan::PerIteration { loops } => loops.iter().find(|l| l.var == f.var).map(|l| l.bound.clone()),
+                _ => None,
+            };
+            if let Some(b) = bound.filter(|b| *b != f.extent) {
+                let n = self.expr(g, &f.extent)?;
+                let n = self.coerce(g, n, self.func.expr_dtype(&f.extent), d)?;
+                let b2 = self.expr(g, &b)?;
+                let b2 = self.coerce(g, b2, self.func.expr_dtype(&b), d)?;
+                g.check_trips(n, b2, d)?;
+            }
             return self.bound_loop(g, f, pos, d, false);
+        }
+        if self.plan.spread == Some(f.var) {
+            return self.spread_loop(g, f, d, uniform);
         }
         match f.kind {
             ForKind::Thread(t) => {
@@ -472,6 +506,43 @@ impl<'f, G: Gen> Walker<'f, G> {
                 })
             }
         }
+    }
+
+    /// A loop spread over `blockIdx.y`: cube `y` of `Y = min(extent, SPREAD_CUBES)` runs
+    /// iterations `y, y + Y, ...`.
+    fn spread_loop(&mut self, g: &mut G, f: &For, d: DType, uniform: bool) -> Result<()> {
+        let min = self.expr(g, &f.min)?;
+        let min = self.coerce(g, min, self.func.expr_dtype(&f.min), d)?;
+        let ext = self.expr(g, &f.extent)?;
+        let ext = self.coerce(g, ext, self.func.expr_dtype(&f.extent), d)?;
+        let cap = g.int(crate::plan::SPREAD_CUBES, d)?;
+        let cubes = g.binary(BinOp::Min, ext.clone(), cap, d)?;
+        let y = g.builtin(Builtin::Tag(ThreadTag::BlockIdxY), d)?;
+        let inside = g.binary(BinOp::Lt, y.clone(), ext.clone(), d)?;
+        let v = f.var;
+        let name = self.var_name(v);
+        let body = f.body.clone();
+        g.if_else(
+            inside,
+            &mut |g| {
+                // ceil((ext - y) / cubes) iterations, all positive here.
+                let left = g.binary(BinOp::Sub, ext.clone(), y.clone(), d)?;
+                let one = g.int(1, d)?;
+                let t = g.binary(BinOp::Add, left, cubes.clone(), d)?;
+                let t = g.binary(BinOp::Sub, t, one, d)?;
+                let trips = g.binary(BinOp::Div, t, cubes.clone(), d)?;
+                let zero = g.int(0, d)?;
+                g.for_range(zero, trips, d, &format!("{name}_t"), &mut |g, k| {
+                    let off = g.binary(BinOp::Mul, k, cubes.clone(), d)?;
+                    let x = g.binary(BinOp::Add, y.clone(), off, d)?;
+                    let x = g.binary(BinOp::Add, min.clone(), x, d)?;
+                    let x = g.bind(x, &name, d)?;
+                    self.vars.insert(v, x);
+                    self.list(g, &body, uniform)
+                })
+            },
+            None,
+        )
     }
 
     fn block(&mut self, g: &mut G, b: &Block, uniform: bool) -> Result<()> {
@@ -584,8 +655,15 @@ impl<'f, G: Gen> Walker<'f, G> {
             },
             Expr::Binary(op, a, b) => {
                 let d = self.func.expr_dtype(a);
+                if d.is_int() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) && const_int(b) == Some(0) {
+                    // CubeCL would fold it and panic in its compiler thread.
+                    return unsupported("integer division by a constant zero");
+                }
                 let x = self.expr(g, a)?;
                 let y = self.expr(g, b)?;
+                if d.is_int() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) && const_int(b).is_none() {
+                    g.check_divisor(y.clone(), d)?;
+                }
                 g.binary(*op, x, y, d)
             }
             Expr::Unary(op, a) => {
@@ -646,6 +724,25 @@ fn zero<G: Gen>(g: &mut G, d: DType) -> Result<G::V> {
         d if d.is_int() => g.int(0, d),
         d => g.float(0.0, d),
     }
+}
+
+/// Whether `s` writes a global buffer.
+fn writes_memory(func: &Func, s: &Stmt) -> bool {
+    let global = |b: &BufferId| func.buffers.try_get(*b).is_some_and(|x| !matches!(x.storage, Storage::Alloc(Scope::Local | Scope::Shared)));
+    let mut hit = false;
+    sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
+        if let StmtKind::Store { buffer, .. } = &x.kind {
+            hit |= global(buffer);
+        }
+        for e in x.kind.exprs() {
+            e.walk(&mut |y| {
+                if let Expr::AtomicAdd(b, ..) = y {
+                    hit |= global(b);
+                }
+            });
+        }
+    });
+    hit
 }
 
 fn has_thread_loop(s: &Stmt) -> bool {

@@ -103,7 +103,13 @@ pub struct KernelPlan {
     pub scalars: Vec<(ParamId, VarId)>,
     /// Whether the kernel uses shared memory (then it synchronises around shared accesses).
     pub uses_shared: bool,
+    /// A serial loop of a thread-bound kernel whose iterations only add atomically: they are
+    /// spread over `blockIdx.y` ([`SPREAD_CUBES`] at most, each cube striding by the count).
+    pub spread: Option<VarId>,
 }
+
+/// Most cubes along `blockIdx.y` for a spread loop.
+pub const SPREAD_CUBES: i64 = 65_535;
 
 /// The kernels of one function, with what the launcher must provide.
 #[derive(Clone, Debug)]
@@ -248,7 +254,22 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
     }
     check_nesting(&all, &mut Vec::new())?;
     let mut stmt = stmt;
+    let mut spread = None;
     let launch = if bound {
+        // Serial work under thread-bound loops that only adds atomically is spread over
+        // `blockIdx.y` when that tag is free: one unit walking it alone may hit a driver's
+        // loop limit (lavapipe) and runs it slowly anyway.
+        let mut extents = extents;
+        if extents[1].is_empty() && extents[2].is_empty() && !uses_shared_alloc(func, &all) {
+            // Everything outside the loop runs again in every cube along y: it must write
+            // no global memory.
+            let spreadable = spreadable_loop(func, &stmt).filter(|f| global_writes(func, &all) == global_writes(func, &f.body));
+            if let Some(f) = spreadable {
+                let cap = Expr::Int(SPREAD_CUBES, func.expr_dtype(&f.extent));
+                extents[1].push(Expr::Binary(sparsec_ir::BinOp::Min, Box::new(f.extent.clone()), Box::new(cap)));
+                spread = Some(f.var);
+            }
+        }
         LaunchPlan::Threads { extents }
     } else {
         let (chain, sparse) = point_chain(func, &stmt);
@@ -332,7 +353,87 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
             ParamKind::Handle => None,
         })
         .collect();
-    Ok(KernelPlan { name, prelude, stmt, launch, bufs, scalars, uses_shared })
+    Ok(KernelPlan { name, prelude, stmt, launch, bufs, scalars, uses_shared, spread })
+}
+
+/// How many statements and expressions write global memory.
+fn global_writes(func: &Func, stmts: &[Stmt]) -> usize {
+    let global = |b: &BufferId| !matches!(func.buffers[*b].storage, Storage::Alloc(Scope::Local | Scope::Shared));
+    let mut n = 0;
+    sparsec_ir::walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            n += global(buffer) as usize;
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, ..) = x {
+                    n += global(b) as usize;
+                }
+            });
+        }
+    });
+    n
+}
+
+fn uses_shared_alloc(func: &Func, stmts: &[Stmt]) -> bool {
+    let mut hit = false;
+    sparsec_ir::walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Alloc(b) = &s.kind {
+            hit |= func.buffers[*b].storage != Storage::Alloc(Scope::Local);
+        }
+    });
+    hit
+}
+
+/// The outermost serial loop under `stmt` (outside thread-bound loops' bodies' own thread
+/// loops) with scalar bounds whose iterations are independent up to the order of atomic
+/// additions: its body writes global memory only through `atomic_add`, never reads what it
+/// adds to, stores only into local buffers it allocates itself, and holds no thread-bound loop.
+fn spreadable_loop<'a>(func: &Func, stmt: &'a Stmt) -> Option<&'a sparsec_ir::For> {
+    if let StmtKind::For(f) = &stmt.kind {
+        if matches!(f.kind, ForKind::Serial | ForKind::Parallel)
+            && host_evaluable(func, &f.min)
+            && host_evaluable(func, &f.extent)
+            && atomic_only(func, &f.body)
+        {
+            return Some(f);
+        }
+    }
+    stmt.kind.child_lists().into_iter().flatten().find_map(|s| spreadable_loop(func, s))
+}
+
+fn atomic_only(func: &Func, body: &[Stmt]) -> bool {
+    let mut own: BTreeSet<BufferId> = BTreeSet::new();
+    let mut added: BTreeSet<BufferId> = BTreeSet::new();
+    let mut loaded: BTreeSet<BufferId> = BTreeSet::new();
+    let mut ok = true;
+    sparsec_ir::walk_stmts(body, &mut |s| {
+        match &s.kind {
+            StmtKind::Alloc(b) => {
+                own.insert(*b);
+            }
+            StmtKind::For(f) if matches!(f.kind, ForKind::Thread(_)) => ok = false,
+            _ => {}
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| match x {
+                Expr::Load(b, _) => {
+                    loaded.insert(*b);
+                }
+                Expr::AtomicAdd(b, _, _) => {
+                    added.insert(*b);
+                }
+                _ => {}
+            });
+        }
+    });
+    sparsec_ir::walk_stmts(body, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            ok &= own.contains(buffer) && func.buffers[*buffer].storage == Storage::Alloc(Scope::Local);
+        }
+    });
+    let storage = |b: &BufferId| func.buffers[*b].storage;
+    ok && !added.is_empty() && !added.iter().any(|a| loaded.iter().any(|l| storage(l) == storage(a)))
 }
 
 /// Rejects a loop bound to a tag nested in another loop bound to the same tag.
@@ -397,51 +498,50 @@ fn loop_drives(body: &[Stmt], v: VarId, spatial: bool) -> bool {
     spatial_uses > 0 && other_uses == 0
 }
 
-/// The perfectly nested spatial loops from the top of `stmt`: each loop's body is one loop,
-/// or blocks without `init` whose bodies are one statement around one loop. A loop joins when
-/// it drives spatial block iterators only and its trip count is bounded by scalars: its
-/// extent, or the extent of the block iterator its variable is bound to (then the loop is
-/// sparse, the second result).
+/// The perfectly nested loops from the top of `stmt`: each loop's body is one loop, or blocks
+/// without `init` whose bodies are one statement around one loop. A loop joins when it only
+/// drives block iterators and its trip count is bounded by scalars: its extent, or (spatial
+/// iterators only) the extent of the block iterator its variable is bound to (then the loop
+/// is sparse, the second result).
 fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
-    // (loop, drives spatial iterators, bounded by a sparse iterator's extent)
-    let mut out: Vec<(PointLoop, bool, bool)> = Vec::new();
+    let mut out = Vec::new();
+    let mut sparse = false;
     let mut cur = stmt;
     while let StmtKind::For(f) = &cur.kind {
-        // Accumulations are atomic here, so a reduction loop joins too where a spatial loop
-        // below it picks the element (a scatter's rows); trailing ones are dropped below.
+        // Accumulations are atomic here, so a dense loop over reduction iterators (RGCN's
+        // relations) joins too; a sparse one joins only when spatial, since its bound (the
+        // axis extent) may far exceed its trip count (a row's nonzeros).
         if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !loop_drives(&f.body, f.var, false) {
             break;
         }
-        let (bound, sparse) = if host_evaluable(func, &f.extent) {
-            (f.extent.clone(), false)
+        let bound = if host_evaluable(func, &f.extent) {
+            f.extent.clone()
+        } else if !spatial_loop(&f.body, f.var) {
+            break;
         } else {
             // `v = i` with `v < E` bounds the trip count by `E` when the loop starts at 0.
             match iterator_bound(func, &f.body, f.var).filter(|_| f.min.as_int() == Some(0)) {
-                Some(b) => (b, true),
+                Some(b) => {
+                    sparse = true;
+                    b
+                }
                 None => break,
             }
         };
-        out.push((PointLoop { var: f.var, bound }, spatial_loop(&f.body, f.var), sparse));
+        out.push(PointLoop { var: f.var, bound });
         let mut next = match f.body.as_slice() {
-            [one] => Some(one),
-            _ => None,
+            [one] => one,
+            _ => break,
         };
-        while let Some(StmtKind::Block(b)) = next.map(|n| &n.kind) {
-            next = match (b.init.as_ref(), b.body.as_slice()) {
-                (None, [one]) => Some(one),
-                _ => None,
-            };
+        while let StmtKind::Block(b) = &next.kind {
+            match (b.init.as_ref(), b.body.as_slice()) {
+                (None, [one]) => next = one,
+                _ => return (out, sparse),
+            }
         }
-        match next {
-            Some(n) => cur = n,
-            None => break,
-        }
+        cur = next;
     }
-    while out.last().is_some_and(|(_, spatial, _)| !spatial) {
-        out.pop();
-    }
-    let sparse = out.iter().any(|(_, _, sparse)| *sparse);
-    (out.into_iter().map(|(l, _, _)| l).collect(), sparse)
+    (out, sparse)
 }
 
 /// The scalar extent of an iterator of a block directly under a loop (through

@@ -33,6 +33,39 @@ pub enum RuntimeError {
     /// An array too large for the device.
     #[error("array `{0}` is too large for the device")]
     TooLarge(String),
+    /// The driver cut a loop short: on lavapipe a unit ran 65,535 loop iterations, its
+    /// per-invocation limit. The results are not returned.
+    #[error("kernel `{0}`: a unit ran 65,535 loop iterations, lavapipe's per-invocation limit; its loops were cut short, so no result is returned (schedule the work over more units)")]
+    LoopLimit(String),
+    /// CubeCL panicked.
+    #[error("CubeCL panicked: {0}")]
+    Panic(String),
+    /// An integer division or remainder by zero happened (an error in the IR).
+    #[error("kernel `{0}`: integer division by zero")]
+    DivisionByZero(String),
+    /// A sparse row holds more entries than its axis extent (duplicate coordinates in an
+    /// unsorted axis), which the one-unit-per-point launch is bounded by.
+    #[error("kernel `{0}`: a sparse row holds more entries than its axis has coordinates (duplicates in an unsorted axis); the launch would skip some, so no result is returned")]
+    RowTooLong(String),
+    /// The kernel never ran and CubeCL reported nothing (a panic in its compiler thread).
+    #[error("kernel `{0}` did not run: CubeCL failed without an error (see its log); no result is returned")]
+    NotRun(String),
+}
+
+/// The message of a caught panic.
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Runs `f`, turning a panic into [`RuntimeError::Panic`].
+fn guarded<T>(f: impl FnOnce() -> Result<T, CubeclError>) -> Result<T, CubeclError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| Err(RuntimeError::Panic(panic_message(p)).into()))
+}
+
+/// Whether kernels on this client check their loops for truncation (wgpu: drivers such as
+/// lavapipe cut long loops short silently).
+fn checks_loops(client: &Client) -> bool {
+    client.name().starts_with("wgpu")
 }
 
 /// The default wgpu client (Mesa's lavapipe when no GPU is present).
@@ -103,6 +136,11 @@ struct IrKernel {
     hash: u64,
     spill_x: bool,
     alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
+    /// Whether the kernel reports into an extra status buffer (the last argument): that it
+    /// ran, and (with `check_loops`) whether a loop was cut short.
+    status: bool,
+    /// Whether loops report truncation.
+    check_loops: bool,
     settings: KernelSettings,
     /// `None` when compiling sources offline, with no device.
     device_properties: Option<Arc<DeviceProperties>>,
@@ -120,7 +158,7 @@ impl KernelMetadata for IrKernel {
             .address_type(self.settings.address_type)
             .cube_dim(self.settings.cube_dim)
             .mode(self.settings.execution_mode)
-            .info((self.hash, self.spill_x, self.alloc_sizes.iter().map(|(b, n)| (b.index(), *n)).collect::<Vec<_>>()))
+            .info((self.hash, self.spill_x, self.status, self.check_loops, self.alloc_sizes.iter().map(|(b, n)| (b.index(), *n)).collect::<Vec<_>>()))
     }
 
     fn address_type(&self) -> ElemType {
@@ -150,7 +188,8 @@ impl IrKernel {
             builder.device_properties(dp);
         }
         let (args, scalars) = register_args(&mut builder, &self.program, k)?;
-        expand_body(&builder.scope, &self.program, k, self, args, scalars)?;
+        let status = if self.status { Some(global_buf(&mut builder, DType::I32, false)?) } else { None };
+        expand_body(&builder.scope, &self.program, k, self, args, scalars, status)?;
         Ok(builder.build())
     }
 }
@@ -179,8 +218,12 @@ fn expand_body(
     kernel: &IrKernel,
     args: Vec<Box<dyn crate::expand::DynBuf>>,
     scalars: Vec<(VarId, crate::expand::Val)>,
+    status: Option<Box<dyn crate::expand::DynBuf>>,
 ) -> Result<(), LowerError> {
     let mut g = ExpandGen::new(scope, args);
+    if let Some(st) = status {
+        g.set_status(st, kernel.check_loops)?;
+    }
     let mut w = Walker::new(&program.func, k);
     w.spill_x = kernel.spill_x;
     w.alloc_sizes = kernel.alloc_sizes.iter().copied().collect();
@@ -257,8 +300,12 @@ impl CompiledProgram {
             let handle = if bytes.is_empty() { client.empty(4) } else { client.create_from_slice(&bytes) };
             handles.insert(*src, (handle, arr.len()));
         }
+        let mut statuses = Vec::new();
         for k in &self.kernels {
-            k.launch(client, &handles, &prepared.scalars)?;
+            statuses.push(guarded(|| k.launch(client, &handles, &prepared.scalars))?);
+        }
+        for (k, st) in self.kernels.iter().zip(statuses) {
+            k.check_status(client, st)?;
         }
         // Read back.
         let mut out = args.clone();
@@ -267,7 +314,7 @@ impl CompiledProgram {
                 continue;
             }
             let Some((h, len)) = handles.get(&ArgSource::Param(p)) else { continue };
-            let bytes = client.read_one(h.clone()).map_err(|e| RuntimeError::Server(format!("{e:?}")))?;
+            let bytes = guarded(|| client.read_one(h.clone()).map_err(|e| RuntimeError::Server(format!("{e:?}")).into()))?;
             let d = prepared.dtypes[&ArgSource::Param(p)];
             let arr = bytes_array(&bytes, d, *len);
             // Keep the caller's integer width for index arrays that were converted.
@@ -369,7 +416,7 @@ impl CompiledProgram {
             // A representative launch shape (scalars unknown): the per-tag extents that are
             // literals, 1 otherwise; `PerIteration` uses the default cube size.
             let shape = representative_shape(plan);
-            let kernel = k.ir_kernel(&shape, Vec::new(), None, Arc::new(target.clone()));
+            let kernel = k.ir_kernel(&shape, Vec::new(), false, false, None, Arc::new(target.clone()));
             let def = kernel.try_define()?;
             let src = compile(def).map_err(RuntimeError::Server)?;
             out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(&k.program.func, plan)));
@@ -466,6 +513,8 @@ impl CompiledKernel {
         &self,
         shape: &LaunchShape,
         alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
+        status: bool,
+        check_loops: bool,
         dp: Option<Arc<DeviceProperties>>,
         tp: Arc<TargetProperties>,
     ) -> IrKernel {
@@ -475,6 +524,8 @@ impl CompiledKernel {
             hash: self.hash,
             spill_x: shape.spill_x,
             alloc_sizes,
+            status,
+            check_loops,
             settings: settings_for(shape).kernel_name(self.plan().name.clone()),
             device_properties: dp,
             target_properties: tp,
@@ -542,7 +593,7 @@ impl CompiledKernel {
         client: &Client,
         handles: &HashMap<ArgSource, (Handle, usize)>,
         scalars: &ScalarValues,
-    ) -> Result<(), CubeclError> {
+    ) -> Result<Handle, CubeclError> {
         let k = self.plan();
         let func = &self.program.func;
         let shape = self.shape(&scalars.ints)?;
@@ -561,7 +612,8 @@ impl CompiledKernel {
             }
             sizes.push((b, n.max(1) as usize));
         }
-        let kernel = self.ir_kernel(&shape, sizes, Some(client.properties_shared()), client.target_properties_shared());
+        let check_loops = checks_loops(client);
+        let kernel = self.ir_kernel(&shape, sizes, true, check_loops, Some(client.properties_shared()), client.target_properties_shared());
         let mut launcher = KernelLauncher::new(kernel.settings.clone());
         launcher.with_scope(|scope| scope.device_properties(client.properties()));
         for b in &k.bufs {
@@ -621,8 +673,33 @@ impl CompiledKernel {
                 }
             }
         }
+        let status = client.create_from_slice(&[0u8; 16]);
+        // SAFETY: `status` holds four i32s.
+        let arg = unsafe { BufferArg::from_raw_parts(status.clone(), 4) };
+        let _ = <[i32] as LaunchArg>::register(arg, &mut launcher);
         let [x, y, z] = shape.cubes;
         launcher.launch(CubeCount::Static(x, y, z), kernel, client);
+        Ok(status)
+    }
+
+    /// Reads a launch's status buffer: an error when the kernel did not run (a failure CubeCL
+    /// swallowed, such as a panic in its compiler thread) or a loop was cut short.
+    pub(crate) fn check_status(&self, client: &Client, status: Handle) -> Result<(), CubeclError> {
+        let name = &self.plan().name;
+        let bytes = guarded(|| client.read_one(status).map_err(|e| RuntimeError::Server(format!("{e}")).into()))?;
+        let word = |i: usize| bytes.get(4 * i..4 * i + 4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        if word(1) != Some(1) {
+            return Err(RuntimeError::NotRun(name.clone()).into());
+        }
+        if word(0) != Some(0) {
+            return Err(RuntimeError::LoopLimit(name.clone()).into());
+        }
+        if word(2) != Some(0) {
+            return Err(RuntimeError::DivisionByZero(name.clone()).into());
+        }
+        if word(3) != Some(0) {
+            return Err(RuntimeError::RowTooLong(name.clone()).into());
+        }
         Ok(())
     }
 }

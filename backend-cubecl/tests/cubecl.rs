@@ -6,6 +6,8 @@ mod cubecl {
     pub mod common;
     mod atomic;
     mod emit;
+    mod fuzz;
+    mod limits;
     mod runtime;
     mod validate;
     mod workloads;

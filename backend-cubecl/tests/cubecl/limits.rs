@@ -1,0 +1,222 @@
+//! Results are right or refused: lavapipe's loop limiter (65,535 iterations per unit), panics
+//! inside CubeCL, non-finite literals, and the barrier after a serial init beside
+//! thread-bound loops.
+
+use super::common::{client, workload};
+use sparsec_backend_cubecl::{compile, compile_with_structure, CompiledProgram, CubeclError, RuntimeError};
+use sparsec_ir::data::{Args, Array};
+use sparsec_testkit as tk;
+
+fn parse(text: &str) -> sparsec_ir::Func {
+    let name = text.split(['(', ' ']).nth(1).unwrap();
+    sparsec_ir::text::parse_func(name, text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn mat_of(csr: &sparsec::formats::Csr<i64, f32>) -> tk::Mat {
+    tk::Mat {
+        rows: csr.rows(),
+        cols: csr.cols(),
+        indptr: csr.indptr().iter().map(|&x| x as usize).collect(),
+        indices: csr.indices().iter().map(|&x| x as usize).collect(),
+        vals: csr.values().to_vec(),
+    }
+}
+
+/// Either the oracle's numbers or the loop-limit error; never other numbers.
+fn right_or_refused(what: &str, prog: &CompiledProgram, case: &tk::workloads::Case) -> bool {
+    match prog.run(&client(), &case.args) {
+        Ok(out) => {
+            for (p, want) in &case.expected {
+                tk::assert_close(&format!("{what}: {p}"), &tk::output_f32(&out, p), want, 1e-4);
+            }
+            true
+        }
+        Err(CubeclError::Runtime(RuntimeError::LoopLimit(k))) => {
+            assert!(!k.is_empty());
+            false
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+fn programs(name: &str) -> Vec<(&'static str, CompiledProgram)> {
+    let f = workload(name);
+    let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
+    vec![("unscheduled", compile(&f).unwrap()), ("gpu_schedule", compile_with_structure(&s, &f).unwrap())]
+}
+
+/// A 1 × 20,000 row of ones: one unit walks 20,000 nonzeros (plus inner loops).
+#[test]
+fn long_row_of_ones_is_right_or_refused() {
+    let n = 20_000;
+    let m = tk::Mat { rows: 1, cols: n, indptr: vec![0, n], indices: (0..n).collect(), vals: vec![1.0; n] };
+    let mut refused = 0;
+    for name in ["csrmm", "csr_reduce"] {
+        let case = tk::workloads::case(name, &m, &mut tk::Rng::new(3)).unwrap();
+        for (what, prog) in programs(name) {
+            refused += !right_or_refused(&format!("{name} ({what})"), &prog, &case) as usize;
+        }
+    }
+    // csrmm's unit walks 20,000 × 4 features: beyond the limit on lavapipe.
+    let lavapipe = client().properties().identity.name.contains("llvmpipe");
+    assert!(!lavapipe || refused > 0, "lavapipe ran every long row to the end");
+}
+
+/// An R-MAT power-law matrix with rows far longer than 65,535 / features.
+#[test]
+fn power_law_long_rows_are_right_or_refused() {
+    let csr = sparsec::formats::gen::rmat::<i64, f32>(16, 150_000, [0.45, 0.45, 0.05, 0.05], 5).unwrap();
+    let m = mat_of(&csr);
+    // One row holds over 20,000 nonzeros: csrmm's unit walks 4 features for each.
+    assert!(csr.max_row_length() > 20_000, "{}", csr.max_row_length());
+    let mut refused = 0;
+    for name in ["csrmm", "csr_reduce"] {
+        let case = tk::workloads::case(name, &m, &mut tk::Rng::new(4)).unwrap();
+        for (what, prog) in programs(name) {
+            refused += !right_or_refused(&format!("{name} ({what})"), &prog, &case) as usize;
+        }
+    }
+    let lavapipe = client().properties().identity.name.contains("llvmpipe");
+    assert!(!lavapipe || refused > 0, "lavapipe ran every long row to the end");
+}
+
+/// A short loop runs without the limit error (the check does not fire on complete runs).
+#[test]
+fn complete_loops_are_not_refused() {
+    let m = tk::Mat { rows: 1, cols: 5_000, indptr: vec![0, 5_000], indices: (0..5_000).collect(), vals: vec![1.0; 5_000] };
+    let case = tk::workloads::case("csr_reduce", &m, &mut tk::Rng::new(3)).unwrap();
+    for (what, prog) in programs("csr_reduce") {
+        assert!(right_or_refused(what, &prog, &case), "{what}: refused");
+    }
+}
+
+/// Integer division and remainder by zero (a literal, folded by CubeCL, or a scalar): an
+/// error, never a silent result.
+#[test]
+fn division_by_zero_is_an_error() {
+    for body in ["A[vi] % 0", "7 % 0", "A[vi] // 0", "7 // 0", "A[vi] % z", "A[vi] / 0", "7 / z"] {
+        let f = parse(&format!(
+            "func rem0(a: handle, b: handle, n: i32, z: i32) stage III {{
+  buffer A = match_buffer(a, [n], i32)
+  buffer B = match_buffer(b, [n], i32)
+  for i in serial(n) {{
+    block r(vi: spatial(n) = i) {{
+      B[vi] = {body}
+    }}
+  }}
+}}
+"
+        ));
+        let mut args = Args::new();
+        args.array("a", Array::I32(vec![5, 6, 7])).array("b", Array::I32(vec![9, 9, 9])).int("n", 3).int("z", 0);
+        assert!(sparsec_interp::run(&f, &args).is_err(), "{body}");
+        match compile(&f).and_then(|p| p.run(&client(), &args)) {
+            Err(e) => assert!(e.to_string().contains("division by"), "{body}: {e}"),
+            Ok(out) => panic!("{body} returned {:?}", out.arrays["b"]),
+        }
+    }
+}
+
+/// `inf`, `-inf` and `nan` literals compile through wgpu and agree with the interpreter.
+#[test]
+fn non_finite_literals_match_the_interpreter() {
+    let f = parse(
+        "func lits(b: handle, n: i32) stage III {
+  buffer B = match_buffer(b, [n], f32)
+  for i in serial(n) {
+    block l(vi: spatial(n) = i) {
+      B[vi] = select(vi == 0, inf, select(vi == 1, -inf, select(vi == 2, nan, max(-inf, 1.5))))
+    }
+  }
+}
+",
+    );
+    let mut args = Args::new();
+    args.array("b", Array::F32(vec![0.0; 4])).int("n", 4);
+    let want = sparsec_interp::run(&f, &args).unwrap();
+    let got = compile(&f).unwrap().run(&client(), &args).unwrap_or_else(|e| panic!("{e}"));
+    let (Array::F32(w), Array::F32(g)) = (&want.arrays["b"], &got.arrays["b"]) else { panic!() };
+    assert_eq!(w[0], f32::INFINITY);
+    for (x, y) in w.iter().zip(g) {
+        assert!(x == y || (x.is_nan() && y.is_nan()), "want {w:?}, got {g:?}");
+    }
+    let wgsl = compile(&f).unwrap().wgsl().unwrap();
+    assert!(!wgsl.contains("Inf") && !wgsl.contains("NaN"), "{wgsl}");
+    assert!(sparsec_backend_cubecl::emit_cuda(&f).is_ok());
+}
+
+/// The README's csrmm schedule: rows over `blockIdx.x`, the product's features split by 32
+/// over `threadIdx.x`, the init left serial (every unit runs it): a barrier must order the
+/// init before the product.
+#[test]
+fn serial_init_beside_thread_loops_is_synchronised() {
+    use sparsec_ir::ThreadTag::*;
+    let f = workload("csrmm");
+    let mut sch = sparsec_schedule::Schedule::new(f.clone()).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let row = sch.get_block("csrmm0").unwrap();
+    let i = sch.get_loops(row).unwrap()[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let b1 = sch.get_block("csrmm1").unwrap();
+    let k = sch.get_loops(b1).unwrap()[1];
+    let parts = sch.split(k, &[None, Some(32)]).unwrap();
+    sch.bind(parts[1], ThreadIdxX).unwrap();
+    let prog = compile_with_structure(&sch.into_func(), &f).unwrap();
+    let client = client();
+    for (mname, m) in tk::generated_matrices() {
+        let case = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(8)).unwrap();
+        let out = prog.run(&client, &case.args).unwrap_or_else(|e| panic!("{mname}: {e}"));
+        tk::assert_close(&format!("csrmm README schedule on {mname}"), &tk::output_f32(&out, "c"), &case.expected[0].1, 1e-4);
+    }
+}
+
+/// The default GPU schedule of RGCN binds only the features; the fused relation × row loop
+/// only adds atomically, so its iterations are spread over `blockIdx.y` instead of walked by
+/// every unit (which lavapipe's loop limit cut short).
+#[test]
+fn atomic_serial_loops_are_spread_over_cubes() {
+    let f = workload("rgcn_hetero_forward");
+    let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
+    let prog = compile_with_structure(&s, &f).unwrap();
+    let (_, m) = tk::generated_matrices().into_iter().find(|(n, _)| n.contains("rmat")).unwrap();
+    let case = tk::workloads::case("rgcn_hetero_forward", &m, &mut tk::Rng::new(2)).unwrap();
+    let shapes = prog.launch_shapes(&case.args).unwrap();
+    assert!(shapes.iter().any(|s| s.cubes[1] > 1), "{shapes:?}");
+    assert!(right_or_refused("rgcn", &prog, &case), "refused");
+}
+
+/// One unit per (relation, row) point: a relation's rows are bounded by `m`, which duplicate
+/// coordinates of an unsorted axis exceed. That is an error, not rows silently skipped.
+#[test]
+fn rows_longer_than_their_axis_are_refused() {
+    let f = parse(
+        "func scatter(a: handle, y: handle, indptr: handle, indices: handle, r: i32, m: i32, nnz: i32, feat: i32) {
+  axis R = dense_fixed(r)
+  axis I = sparse_variable(R, m, nnz, indptr, indices, sorted = false)
+  axis ID = dense_fixed(m)
+  axis F = dense_fixed(feat)
+  buffer A = match_sparse_buffer(a, [R, I], f32)
+  buffer Y = match_sparse_buffer(y, [ID, F], f32)
+  sp_iter s([F, R, I], \"SRS\") as [k, q, i] {
+    Y[i, k] = Y[i, k] + A[q, i]
+  }
+}
+",
+    );
+    let prog = compile(&f).unwrap();
+    let mut args = Args::new();
+    // Relation 0 lists row 1 three times (m = 2).
+    args.array("a", Array::F32(vec![1.0, 2.0, 4.0, 8.0]))
+        .array("y", Array::F32(vec![0.0; 2]))
+        .array("indptr", Array::I32(vec![0, 3, 4]))
+        .array("indices", Array::I32(vec![1, 1, 1, 0]));
+    args.int("r", 2).int("m", 2).int("nnz", 4).int("feat", 1);
+    assert!(sparsec_interp::run(&f, &args).is_ok());
+    let e = prog.run(&client(), &args).expect_err("a row longer than its axis ran");
+    assert!(e.to_string().contains("more entries"), "{e}");
+    // Without duplicates the same launch is right.
+    args.array("indices", Array::I32(vec![0, 1, 1, 0])).array("indptr", Array::I32(vec![0, 2, 4]));
+    let want = sparsec_interp::run(&f, &args).unwrap();
+    let got = prog.run(&client(), &args).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got.arrays["y"], want.arrays["y"]);
+}
