@@ -225,7 +225,12 @@ fn load_async_runtime(path: &str) -> Result<&'static AsyncRuntime> {
         };
         let (execute, workers) = (sym(c"mlirAsyncRuntimeExecute")?, sym(c"mlirAsyncRuntimGetNumWorkerThreads")?);
         // The C signatures of `AsyncRuntime.h`.
-        Ok(AsyncRuntime { execute: unsafe { std::mem::transmute(execute) }, workers: unsafe { std::mem::transmute(workers) } })
+        type Execute = unsafe extern "C" fn(*mut c_void, unsafe extern "C" fn(*mut c_void));
+        type Workers = unsafe extern "C" fn() -> i64;
+        Ok(AsyncRuntime {
+            execute: unsafe { std::mem::transmute::<*mut c_void, Execute>(execute) },
+            workers: unsafe { std::mem::transmute::<*mut c_void, Workers>(workers) },
+        })
     });
     r.as_ref().map_err(|e| MlirError::Jit(e.clone()))
 }
