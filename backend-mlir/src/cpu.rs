@@ -147,6 +147,10 @@ pub struct CpuKernel {
     func: Func,
     sig: Vec<AbiParam>,
     threaded: bool,
+    /// The async runtime of a threaded kernel.
+    runtime: Option<&'static AsyncRuntime>,
+    /// Whether it ran: the runtime's workers may still be finishing its tasks.
+    ran: std::cell::Cell<bool>,
 }
 
 // The engine owns its LLVM context and JIT, and holds no thread-affine state: a kernel may
@@ -155,6 +159,12 @@ unsafe impl Send for CpuKernel {}
 
 impl Drop for CpuKernel {
     fn drop(&mut self) {
+        if let (Some(rt), true) = (self.runtime, self.ran.get()) {
+            if !rt.quiesce() {
+                // A worker may still be in this kernel's code: keep it (leak) rather than crash.
+                return;
+            }
+        }
         unsafe { mlirExecutionEngineDestroy(self.engine) }
     }
 }
@@ -177,14 +187,24 @@ enum Prepared {
 
 unsafe extern "C" {
     fn dlopen(filename: *const std::ffi::c_char, flags: std::ffi::c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const std::ffi::c_char) -> *mut c_void;
 }
 
+/// The entry points of the async runtime that the host calls itself.
+struct AsyncRuntime {
+    /// `mlirAsyncRuntimeExecute(handle, resume)`: runs `resume(handle)` on a worker.
+    execute: unsafe extern "C" fn(*mut c_void, unsafe extern "C" fn(*mut c_void)),
+    /// `mlirAsyncRuntimGetNumWorkerThreads()` (sic): the size of the worker pool.
+    workers: unsafe extern "C" fn() -> i64,
+}
+
+static ASYNC_RUNTIME: std::sync::OnceLock<std::result::Result<AsyncRuntime, String>> = std::sync::OnceLock::new();
+
 /// Loads the async runtime into the process once, with its symbols global, so that every
-/// engine resolves them. The engine is not given the library: it would reset the runtime's
-/// shared thread pool when one engine is dropped while others still use it.
-fn load_async_runtime(path: &str) -> Result<()> {
-    static LOADED: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
-    let r = LOADED.get_or_init(|| {
+/// engine resolves them; it is never unloaded. The engine is not given the library: it would
+/// reset the runtime's shared thread pool when one engine is dropped while others still use it.
+fn load_async_runtime(path: &str) -> Result<&'static AsyncRuntime> {
+    let r = ASYNC_RUNTIME.get_or_init(|| {
         if !std::path::Path::new(path).exists() {
             return Err(format!("async runtime `{path}` not found"));
         }
@@ -195,9 +215,69 @@ fn load_async_runtime(path: &str) -> Result<()> {
         if handle.is_null() {
             return Err(format!("cannot load the async runtime `{path}`"));
         }
-        Ok(())
+        let sym = |name: &std::ffi::CStr| {
+            let p = unsafe { dlsym(handle, name.as_ptr()) };
+            if p.is_null() {
+                Err(format!("the async runtime `{path}` has no `{}`", name.to_string_lossy()))
+            } else {
+                Ok(p)
+            }
+        };
+        let (execute, workers) = (sym(c"mlirAsyncRuntimeExecute")?, sym(c"mlirAsyncRuntimGetNumWorkerThreads")?);
+        // The C signatures of `AsyncRuntime.h`.
+        type Execute = unsafe extern "C" fn(*mut c_void, unsafe extern "C" fn(*mut c_void));
+        type Workers = unsafe extern "C" fn() -> i64;
+        Ok(AsyncRuntime {
+            execute: unsafe { std::mem::transmute::<*mut c_void, Execute>(execute) },
+            workers: unsafe { std::mem::transmute::<*mut c_void, Workers>(workers) },
+        })
     });
-    r.clone().map_err(MlirError::Jit)
+    r.as_ref().map_err(|e| MlirError::Jit(e.clone()))
+}
+
+/// Workers meeting in [`AsyncRuntime::quiesce`]: how many arrived, and whether they may go.
+struct Rendezvous {
+    state: std::sync::Mutex<(usize, bool)>,
+    cv: std::sync::Condvar,
+}
+
+/// A task of the rendezvous: arrives, then waits to be released. Never unwinds.
+unsafe extern "C" fn rendezvous_task(p: *mut c_void) {
+    let r = unsafe { std::sync::Arc::from_raw(p as *const Rendezvous) };
+    let mut g = r.state.lock().unwrap_or_else(|e| e.into_inner());
+    g.0 += 1;
+    r.cv.notify_all();
+    while !g.1 {
+        g = r.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+impl AsyncRuntime {
+    /// Waits until no worker runs code of a finished kernel. A kernel returns when its
+    /// tasks have *signalled* completion, but a worker still runs the end of its task (JIT
+    /// code) after that; freeing the engine under it crashes the process. One task per
+    /// worker that waits for all the others occupies every worker at once, so each has
+    /// left the task it ran before. False when the workers did not all come (then the
+    /// caller must keep the code).
+    fn quiesce(&self) -> bool {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let n = usize::try_from(unsafe { (self.workers)() }).unwrap_or(0).max(1);
+        let r = std::sync::Arc::new(Rendezvous { state: std::sync::Mutex::new((0, false)), cv: std::sync::Condvar::new() });
+        for _ in 0..n {
+            let p = std::sync::Arc::into_raw(r.clone()) as *mut c_void;
+            unsafe { (self.execute)(p, rendezvous_task) };
+        }
+        let g = r.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut g, _) = r
+            .cv
+            .wait_timeout_while(g, std::time::Duration::from_secs(60), |s| s.0 < n)
+            .unwrap_or_else(|e| e.into_inner());
+        let all = g.0 >= n;
+        g.1 = true;
+        r.cv.notify_all();
+        all
+    }
 }
 
 fn string_ref(s: &str) -> MlirStringRef {
@@ -235,17 +315,19 @@ impl CpuKernel {
         let (mut module, threaded) = cpu_module(&ctx, func, opts)?;
         let sig = signature(func)?;
         run_pipeline(&ctx, &mut module, CPU_PIPELINE)?;
-        if threaded {
-            let runtime = opts.async_runtime.clone().unwrap_or_else(default_async_runtime);
-            load_async_runtime(&runtime)?;
-        }
+        let runtime = if threaded {
+            let path = opts.async_runtime.clone().unwrap_or_else(default_async_runtime);
+            Some(load_async_runtime(&path)?)
+        } else {
+            None
+        };
         let engine = unsafe {
             mlirExecutionEngineCreate(module.to_raw(), opts.opt_level.min(3) as i32, 0, std::ptr::null(), false, false)
         };
         if engine.ptr.is_null() {
             return Err(MlirError::Jit(format!("cannot create the execution engine for `{}`", func.name)));
         }
-        Ok(CpuKernel { engine, func: func.clone(), sig, threaded })
+        Ok(CpuKernel { engine, func: func.clone(), sig, threaded, runtime, ran: std::cell::Cell::new(false) })
     }
 
     /// Whether the kernel runs loops on the async runtime's threads.
@@ -297,6 +379,7 @@ impl CpuKernel {
             }
         }
         let name = self.func.name.as_str();
+        self.ran.set(true);
         let result = unsafe {
             mlirExecutionEngineInvokePacked(
                 self.engine,

@@ -13,6 +13,7 @@ use melior::ir::{
     Value, ValueLike,
 };
 use melior::Context;
+use sparsec_ir::value::Value as Scalar;
 use sparsec_ir::{
     BinOp, Block as IrBlock, BufferId, DType, Expr, For, ForKind, Func, Intrinsic, IterKind, Layout, Scope,
     Stmt, StmtKind, Storage, ThreadTag, UnOp,
@@ -190,12 +191,20 @@ impl<'c, 'f> Tr<'c, 'f> {
         self.emit1(b, "arith.constant", &[], t, &[("value", FloatAttribute::new(self.ctx, t, v).into())])
     }
 
-    /// A constant of any dtype from an `f64` (ints truncate, bools test non-zero).
+    /// A constant of any dtype from an `f64`, converted as `Value::from_f64` does (Rust's
+    /// `as`: ints saturate, NaN is 0; bools test non-zero).
     fn constant(&self, b: &Block<'c>, v: f64, d: DType) -> Result<Val<'c>> {
-        match d {
-            DType::I32 | DType::I64 => self.cint(b, v as i64, d),
-            DType::Bool => self.cint(b, (v != 0.0) as i64, d),
-            _ => self.cfloat(b, v, d),
+        self.value(b, Scalar::from_f64(d, v))
+    }
+
+    /// A constant holding exactly `v`.
+    fn value(&self, b: &Block<'c>, v: Scalar) -> Result<Val<'c>> {
+        match v {
+            Scalar::I32(x) => self.cint(b, x as i64, DType::I32),
+            Scalar::I64(x) => self.cint(b, x, DType::I64),
+            Scalar::Bool(x) => self.cint(b, x as i64, DType::Bool),
+            Scalar::F16(x) | Scalar::BF16(x) | Scalar::F32(x) => self.cfloat(b, x as f64, v.dtype()),
+            Scalar::F64(x) => self.cfloat(b, x, DType::F64),
         }
     }
 
@@ -378,13 +387,8 @@ impl<'c, 'f> Tr<'c, 'f> {
     /// Translates an expression.
     pub(crate) fn expr(&mut self, b: &Block<'c>, e: &Expr) -> Result<Val<'c>> {
         match e {
-            Expr::Int(v, d) => {
-                if !d.is_int() {
-                    return self.constant(b, *v as f64, *d);
-                }
-                self.cint(b, *v, *d)
-            }
-            Expr::Float(v, d) => self.constant(b, *v, *d),
+            Expr::Int(v, d) => self.value(b, Scalar::from_i64(*d, *v)),
+            Expr::Float(v, d) => self.value(b, Scalar::from_f64(*d, *v)),
             Expr::Bool(v) => self.cint(b, *v as i64, DType::Bool),
             Expr::Var(v) => self
                 .vars
@@ -529,14 +533,17 @@ impl<'c, 'f> Tr<'c, 'f> {
                 op => Err(MlirError::unsupported(format!("{op:?} on {d}"))),
             };
         }
-        // Integers and bools. arith::CmpIPredicate: eq 0, ne 1, slt 2, sle 3, sgt 4, sge 5.
+        // Integers and bools. arith::CmpIPredicate: eq 0, ne 1, slt 2, sle 3, sgt 4, sge 5,
+        // ult 6, ule 7, ugt 8, uge 9; bools compare unsigned (`false < true`; signed, an
+        // `i1` true is -1).
+        let u = if d == DType::Bool { 4 } else { 0 };
         let pred = match op {
             BinOp::Eq => Some(0),
             BinOp::Ne => Some(1),
-            BinOp::Lt => Some(2),
-            BinOp::Le => Some(3),
-            BinOp::Gt => Some(4),
-            BinOp::Ge => Some(5),
+            BinOp::Lt => Some(2 + u),
+            BinOp::Le => Some(3 + u),
+            BinOp::Gt => Some(4 + u),
+            BinOp::Ge => Some(5 + u),
             _ => None,
         };
         if let Some(p) = pred {
@@ -549,12 +556,18 @@ impl<'c, 'f> Tr<'c, 'f> {
             BinOp::Add => self.emit1(b, "arith.addi", &[a, c], t, &[]),
             BinOp::Sub => self.emit1(b, "arith.subi", &[a, c], t, &[]),
             BinOp::Mul => self.emit1(b, "arith.muli", &[a, c], t, &[]),
-            BinOp::Div => self.emit1(b, "arith.divsi", &[a, c], t, &[]),
             BinOp::Min => self.emit1(b, "arith.minsi", &[a, c], t, &[]),
             BinOp::Max => self.emit1(b, "arith.maxsi", &[a, c], t, &[]),
-            BinOp::FloorDiv | BinOp::FloorMod => {
-                let q = self.emit1(b, "arith.divsi", &[a, c], t, &[])?;
-                let r = self.emit1(b, "arith.remsi", &[a, c], t, &[])?;
+            BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod => {
+                let plain = matches!(y, Expr::Int(v, _) if *v != 0 && *v != -1);
+                let (q, r) = if plain {
+                    (self.emit1(b, "arith.divsi", &[a, c], t, &[])?, self.emit1(b, "arith.remsi", &[a, c], t, &[])?)
+                } else {
+                    self.wrapping_divrem(b, a, c, d)?
+                };
+                if op == BinOp::Div {
+                    return Ok(q);
+                }
                 let z = self.cint(b, 0, d)?;
                 let nz = self.cmpi(b, 1, r, z)?;
                 let rneg = self.cmpi(b, 2, r, z)?;
@@ -572,6 +585,51 @@ impl<'c, 'f> Tr<'c, 'f> {
             }
             op => Err(MlirError::unsupported(format!("{op:?} on {d}"))),
         }
+    }
+
+    /// Truncating quotient and remainder as Rust's `wrapping_div`/`wrapping_rem`: `MIN / -1`
+    /// is `MIN` and `MIN % -1` is 0 (`divsi`/`remsi` are undefined there and trap on x86).
+    /// A zero divisor is refused before compiled code runs (`sparsec_ir::args`); here it
+    /// gives `(a, 0)` instead of trapping. Literal divisors other than 0 and -1 skip this.
+    fn wrapping_divrem(&self, b: &Block<'c>, a: Val<'c>, c: Val<'c>, d: DType) -> Result<(Val<'c>, Val<'c>)> {
+        let t = self.ty(d);
+        let bt = self.ty(DType::Bool);
+        let z = self.cint(b, 0, d)?;
+        let one = self.cint(b, 1, d)?;
+        let m1 = self.cint(b, -1, d)?;
+        let is_m1 = self.cmpi(b, 0, c, m1)?;
+        let is_0 = self.cmpi(b, 0, c, z)?;
+        let bad = self.emit1(b, "arith.ori", &[is_m1, is_0], bt, &[])?;
+        let safe = self.emit1(b, "arith.select", &[bad, one, c], t, &[])?;
+        let q = self.emit1(b, "arith.divsi", &[a, safe], t, &[])?;
+        let r = self.emit1(b, "arith.remsi", &[a, safe], t, &[])?;
+        let neg = self.emit1(b, "arith.subi", &[z, a], t, &[])?;
+        let q = self.emit1(b, "arith.select", &[is_m1, neg, q], t, &[])?;
+        Ok((q, r))
+    }
+
+    /// Float to integer as Rust's `as`: saturating, NaN to 0 (`fptosi` alone is poison
+    /// out of range).
+    fn float_to_int(&self, b: &Block<'c>, v: Val<'c>, from: DType, to: DType) -> Result<Val<'c>> {
+        let (v, from) = match from {
+            DType::F16 | DType::BF16 => (self.emit1(b, "arith.extf", &[v], self.ty(DType::F32), &[])?, DType::F32),
+            _ => (v, from),
+        };
+        let t = self.ty(to);
+        let bits = width(to) as i32;
+        let (min, max) = if to == DType::I32 { (i32::MIN as i64, i32::MAX as i64) } else { (i64::MIN, i64::MAX) };
+        let r = self.emit1(b, "arith.fptosi", &[v], t, &[])?;
+        // 2^(bits-1) and -2^(bits-1) are exact in f32 and f64.
+        let hi = self.cfloat(b, 2f64.powi(bits - 1), from)?;
+        let lo = self.cfloat(b, -(2f64.powi(bits - 1)), from)?;
+        // arith::CmpFPredicate oge 3, olt 4, uno 14.
+        let above = self.cmpf(b, 3, v, hi)?;
+        let below = self.cmpf(b, 4, v, lo)?;
+        let nan = self.cmpf(b, 14, v, v)?;
+        let (cmax, cmin, z) = (self.cint(b, max, to)?, self.cint(b, min, to)?, self.cint(b, 0, to)?);
+        let r = self.emit1(b, "arith.select", &[above, cmax, r], t, &[])?;
+        let r = self.emit1(b, "arith.select", &[below, cmin, r], t, &[])?;
+        self.emit1(b, "arith.select", &[nan, z, r], t, &[])
     }
 
     /// Converts `v` from `from` to `to` like Rust's `as` (`x != 0` for bools).
@@ -599,7 +657,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let _ = to;
                 self.emit1(b, "arith.sitofp", &[v], t, &[])
             }
-            (_, to) if to.is_int() => self.emit1(b, "arith.fptosi", &[v], t, &[]),
+            (from, to) if to.is_int() => self.float_to_int(b, v, from, to),
             (from, to) if width(from) == width(to) => {
                 // f16 <-> bf16 through f32.
                 let w = self.emit1(b, "arith.extf", &[v], self.ty(DType::F32), &[])?;

@@ -4,5 +4,9 @@ mod mlir {
     pub mod common;
     mod bad_inputs;
     mod cpu;
+    mod fuzz;
     mod gpu;
+    mod refusals;
+    mod runtime;
+    mod semantics;
 }

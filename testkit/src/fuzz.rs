@@ -990,6 +990,10 @@ pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, Strin
 /// A further execution of the Stage-III function (a backend): returns every array.
 pub type Backend<'a> = Box<dyn Fn(&Func, &Args) -> Result<Args, String> + 'a>;
 
+/// A backend given the Stage-I function too (to check the arguments against it, or to
+/// schedule and lower it itself), then the Stage-III function.
+pub type StagedBackend<'a> = Box<dyn Fn(&Func, &Func, &Args) -> Result<Args, String> + 'a>;
+
 /// What one case gave.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
@@ -1036,6 +1040,8 @@ impl Outcome {
 pub struct Runner<'a> {
     /// Named backends run on the Stage-III function.
     pub backends: Vec<(String, Backend<'a>)>,
+    /// Named backends given the Stage-I and the Stage-III function.
+    pub staged_backends: Vec<(String, StagedBackend<'a>)>,
     /// Interpreter fuel per run.
     pub max_steps: u64,
     /// f32 relative tolerance.
@@ -1044,7 +1050,7 @@ pub struct Runner<'a> {
 
 impl Default for Runner<'_> {
     fn default() -> Self {
-        Runner { backends: Vec::new(), max_steps: 1 << 22, rtol: 1e-4 }
+        Runner { backends: Vec::new(), staged_backends: Vec::new(), max_steps: 1 << 22, rtol: 1e-4 }
     }
 }
 
@@ -1125,6 +1131,12 @@ impl Runner<'_> {
         for (name, b) in &self.backends {
             let r = catch_unwind(AssertUnwindSafe(|| b(last, args)));
             match r {
+                Ok(r) => runs.push((name.clone(), r)),
+                Err(p) => return Outcome::Failure(format!("panic in {name}: {}", panic_text(p))),
+            }
+        }
+        for (name, b) in &self.staged_backends {
+            match catch_unwind(AssertUnwindSafe(|| b(f1, last, args))) {
                 Ok(r) => runs.push((name.clone(), r)),
                 Err(p) => return Outcome::Failure(format!("panic in {name}: {}", panic_text(p))),
             }

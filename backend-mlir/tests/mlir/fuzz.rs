@@ -1,0 +1,152 @@
+//! Differential fuzzing of the CPU JIT (issue #13): generated Stage-I programs
+//! (`sparsec_testkit::fuzz`) run by the interpreter and by mlir-cpu unscheduled, with the
+//! default CPU schedule, and as GPU kernels (default GPU schedule) emulated on the CPU. The
+//! arguments are first checked against the Stage-I function as the CLI does
+//! (`sparsec_ir::args`): a refusal there is clean; everything else agrees with the
+//! interpreter or fails in every execution. `SPARSEC_FUZZ_CASES` and `SPARSEC_FUZZ_SEED`
+//! change the cases. `tests/fuzz_regressions/*.sptir` are minimised reproducers of fixed
+//! disagreements.
+
+use sparsec_backend_mlir::{CpuKernel, CpuOptions};
+use sparsec_ir::data::Args;
+use sparsec_ir::Func;
+use sparsec_testkit::fuzz::{build_args, generate, parse_reproducer, to_reproducer, ColKind, Data, Outcome, Runner};
+use std::time::{Duration, Instant};
+
+/// The CLI's check of arguments before compiled code runs.
+fn refused(f1: &Func, args: &Args) -> Option<String> {
+    use sparsec_ir::args::{check_accesses, check_structure};
+    check_structure(f1, args).and_then(|()| check_accesses(f1, args)).err().map(|e| e.to_string())
+}
+
+/// Runs `f3` (Stage III) on the JIT with the interpreter's contract (every array back).
+fn jit(f1: &Func, f3: &Func, args: &Args, opts: &CpuOptions) -> Result<Args, String> {
+    if let Some(why) = refused(f1, args) {
+        return Err(format!("refused: {why}"));
+    }
+    let k = CpuKernel::compile(f3, opts).map_err(|e| e.to_string())?;
+    let mut out = args.clone();
+    k.run(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// mlir-cpu unscheduled, with the default CPU schedule, and GPU-scheduled kernels emulated.
+fn runner() -> Runner<'static> {
+    let mut r = Runner::default();
+    r.staged_backends.push(("mlir-cpu".into(), Box::new(|f1, f3, a| jit(f1, f3, a, &CpuOptions::default()))));
+    r.staged_backends.push((
+        "mlir-cpu (auto cpu)".into(),
+        Box::new(|f1, _, a| {
+            let f = sparsec_schedule::auto::cpu_schedule(f1).map_err(|e| format!("cpu schedule: {e}"))?;
+            jit(f1, &f, a, &CpuOptions::default())
+        }),
+    ));
+    r.staged_backends.push((
+        "mlir gpu emulated (auto gpu)".into(),
+        Box::new(|f1, _, a| {
+            let f = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
+            jit(f1, &f, a, &CpuOptions { emulate_gpu: true, ..CpuOptions::default() })
+        }),
+    ));
+    r
+}
+
+/// Whether the CLI would refuse the inputs of this program (then compiled code never runs).
+fn refused_text(text: &str, cols: &[ColKind], data: &Data) -> bool {
+    let Ok(f1) = sparsec_ir::text::parse_func("fuzz.sptir", text) else { return false };
+    let Ok(args) = build_args(&f1, cols, data) else { return false };
+    refused(&f1, &args).is_some()
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
+}
+
+#[test]
+fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
+    let cases = env_u64("SPARSEC_FUZZ_CASES").unwrap_or(400);
+    let first = env_u64("SPARSEC_FUZZ_SEED").unwrap_or(0x3117);
+    let budget = Duration::from_secs(env_u64("SPARSEC_FUZZ_SECONDS").unwrap_or(75));
+    let runner = runner();
+    let start = Instant::now();
+    let (mut ran, mut agree, mut all_failed, mut refused, mut other) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut failures = Vec::new();
+    let mut open = Vec::new();
+    let mut keys = std::collections::BTreeSet::new();
+    std::panic::set_hook(Box::new(|_| {}));
+    for seed in first..first + cases {
+        if start.elapsed() >= budget {
+            break;
+        }
+        ran += 1;
+        let case = generate(seed);
+        if refused_text(&case.prog.to_sptir(), &case.prog.cols, &case.data) {
+            refused += 1;
+            continue;
+        }
+        match runner.check(&case) {
+            Outcome::Agree => agree += 1,
+            Outcome::AllFailed(_) => all_failed += 1,
+            Outcome::Unsupported(_) | Outcome::Rejected(_) => other += 1,
+            // A divisor the argument checks let through (not the backend's to report):
+            // see `tests/fuzz_open/` and `refusals.rs`.
+            Outcome::Failure(why) if why.starts_with("interp Stage I fails (integer division by zero)") => {
+                if open.is_empty() {
+                    open.push(format!("seed {seed}:\n{}", to_reproducer(&runner.minimise(&case, 300))));
+                } else {
+                    open.push(format!("seed {seed}"));
+                }
+            }
+            o @ Outcome::Failure(_) => {
+                let why = format!("{o:?}");
+                if !keys.insert(o.key().unwrap_or_default()) {
+                    failures.push(format!("seed {seed}: {why} (seen before)"));
+                    continue;
+                }
+                let small = runner.minimise(&case, 300);
+                failures.push(format!("seed {seed}: {why}\nminimised:\n{}", to_reproducer(&small)));
+            }
+        }
+    }
+    let _ = std::panic::take_hook();
+    println!(
+        "mlir fuzz: {ran} cases from seed {first:#x} in {:.1} s, each on 3 configurations: {agree} agree, \
+         {all_failed} fail everywhere, {refused} refused by the argument checks, {other} unsupported/rejected by the \
+         passes, {} divisions by zero the argument checks missed, {} failures",
+        start.elapsed().as_secs_f64(),
+        open.len(),
+        failures.len()
+    );
+    for o in &open {
+        println!("OPEN (ir::args) {o}");
+    }
+    for f in &failures {
+        println!("FAILURE {f}");
+    }
+    assert!(ran >= cases.min(50), "only {ran} cases ran");
+    assert!(failures.is_empty(), "{} failures (see above)", failures.len());
+}
+
+/// Minimised reproducers of fixed disagreements (`tests/fuzz_regressions/*.sptir`, written
+/// by `to_reproducer`): agree, fail everywhere, or have their arguments refused. The
+/// hand-minimised ones are in `semantics.rs`.
+#[test]
+fn fuzz_regressions_agree_on_mlir_cpu() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz_regressions");
+    let runner = runner();
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "sptir") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (cols, data) = parse_reproducer(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let refused = refused_text(&text, &cols, &data);
+        match runner.check_text(&text, &cols, &data) {
+            Outcome::Agree | Outcome::AllFailed(_) => {}
+            Outcome::Failure(why) if refused && why.contains("refused") => {}
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+}
