@@ -365,7 +365,7 @@ impl Checker<'_> {
             }
             result = match x {
                 Expr::Load(b, idx) | Expr::AtomicAdd(b, idx, _) if loads => self.access(*b, idx, span),
-                Expr::Binary(BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod, _, d) if !loads && d_is_int(self.func, d) => {
+                Expr::Binary(BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod, _, d) if !loads && self.func.expr_dtype(d).is_int() => {
                     match self.range(d) {
                         Some(r) if r.lo > 0 || r.hi < 0 => Ok(()),
                         _ => Err(ArgsError::Access {
@@ -444,7 +444,15 @@ impl Checker<'_> {
                 }
                 let mut values = (0..a.len()).filter_map(|i| a.get_i64(i));
                 let first = values.next()?;
-                let (lo, hi) = values.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)));
+                let (mut lo, mut hi) = values.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)));
+                // A coordinate the buffer does not store reads its default.
+                if buf.axes().iter().any(|&x| self.func.axes.try_get(x).is_none_or(|x| x.kind != AxisKind::DenseFixed)) {
+                    let d = match &buf.default {
+                        Some(e) => eval_int(e, &self.scalars)?,
+                        None => 0,
+                    };
+                    (lo, hi) = (lo.min(d), hi.max(d));
+                }
                 Some(Range { lo, hi })
             }
             Expr::Unary(UnOp::Neg, a) => {
@@ -470,39 +478,10 @@ impl Checker<'_> {
                     _ => return None,
                 };
                 // Values must not wrap in i32 arithmetic.
-                let wraps = e_is_i32(self.func, a) && (r.lo < i32::MIN as i64 || r.hi > i32::MAX as i64);
+                let wraps = self.func.expr_dtype(a) == DType::I32 && (r.lo < i32::MIN as i64 || r.hi > i32::MAX as i64);
                 (!wraps).then_some(r)
             }
             _ => None,
         }
-    }
-}
-
-/// Whether an expression has an integer type, judged from its leaves.
-fn d_is_int(func: &Func, e: &Expr) -> bool {
-    leaf_dtype(func, e).is_some_and(|d| d.is_int())
-}
-
-fn e_is_i32(func: &Func, e: &Expr) -> bool {
-    leaf_dtype(func, e) == Some(DType::I32)
-}
-
-/// The dtype of an expression of a verified function, from its first typed leaf.
-fn leaf_dtype(func: &Func, e: &Expr) -> Option<DType> {
-    match e {
-        Expr::Int(_, d) | Expr::Float(_, d) | Expr::Cast(d, _) => Some(*d),
-        Expr::Bool(_) => Some(DType::Bool),
-        Expr::Var(v) => func.vars.try_get(*v).map(|x| x.dtype),
-        Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) => func.buffers.try_get(*b).map(|x| x.dtype),
-        Expr::Binary(op, a, _) => {
-            if op.is_comparison() || op.is_logical() {
-                Some(DType::Bool)
-            } else {
-                leaf_dtype(func, a)
-            }
-        }
-        Expr::Unary(_, a) => leaf_dtype(func, a),
-        Expr::Select(_, a, _) => leaf_dtype(func, a),
-        Expr::Call(..) => None,
     }
 }

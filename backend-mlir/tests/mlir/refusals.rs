@@ -54,12 +54,9 @@ fn division_by_zero_and_out_of_bounds_never_reach_compiled_code() {
     }
 }
 
-/// Open (outside this crate): `ir::args` checks a divisor only when `leaf_dtype` finds it an
-/// integer, and `leaf_dtype` of a call is `None`, so `1 / abs(0)` reaches compiled code (the
-/// interpreter fails with division by zero; compiled code gives 1, before the wrapping fix it
-/// trapped). Found by `fuzz.rs`, reproducer `tests/fuzz_open/divisor_call.sptir`.
+/// A divisor that is a call (`1 / abs(0)`) is checked like any integer divisor (found by
+/// `fuzz.rs`; reproducer `tests/fuzz_regressions/divisor_call.sptir`).
 #[test]
-#[ignore = "ir::args skips divisors that are calls"]
 fn divisors_that_are_calls_are_checked() {
     // `C[i, k] = C[i, k] + A[i, j] * B[j, k] * cast(f32, 1 / abs(0)) + 0.0 * B[j, k]`
     let e = check("i, k", "j, k] * cast(f32, 1 / abs(0)) + 0.0 * B[j, k").expect_err("1 / abs(0) must be refused");
