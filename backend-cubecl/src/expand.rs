@@ -902,14 +902,14 @@ impl Gen for ExpandGen {
         )
     }
 
-    fn check_divisor(&mut self, b: Val, d: DType) -> R<()> {
+    fn check_divisor(&mut self, b: Val, d: DType) -> R<Val> {
         if self.status.is_none() {
-            return Ok(());
+            return Ok(b);
         }
         let z = self.int(0, d)?;
-        let zero = self.binary(BinOp::Eq, b, z, d)?;
+        let zero = self.binary(BinOp::Eq, b.clone(), z, d)?;
         self.if_else(
-            zero,
+            zero.clone(),
             &mut |g| {
                 let s: *const Scope = g.scope;
                 // SAFETY: see `ExpandGen::s`.
@@ -921,7 +921,9 @@ impl Gen for ExpandGen {
                 }
             },
             None,
-        )
+        )?;
+        let one = self.int(1, d)?;
+        self.select(zero, one, b, d)
     }
 
     fn sync_storage(&mut self) -> R<()> {

@@ -116,9 +116,11 @@ pub trait Gen {
     /// `sync_storage()`: a cube barrier that also orders global memory.
     fn sync_storage(&mut self) -> Result<()>;
     /// Reports an integer divisor `b` (of dtype `d`) that is zero at run time, where the
-    /// generator can (the IR makes that an error; GPUs give a value).
-    fn check_divisor(&mut self, _b: Self::V, _d: DType) -> Result<()> {
-        Ok(())
+    /// generator can (the IR makes that an error; GPUs give a value), and returns the divisor
+    /// to divide by: a reporting generator substitutes 1 for 0, so that no shader compiler
+    /// meets a division by a zero it folded (the run is an error anyway).
+    fn check_divisor(&mut self, b: Self::V, _d: DType) -> Result<Self::V> {
+        Ok(b)
     }
     /// Reports, where the generator can, a loop whose trip count `n` exceeds the launch
     /// `bound` given to it (a sparse row longer than its axis: duplicate coordinates).
@@ -661,9 +663,11 @@ impl<'f, G: Gen> Walker<'f, G> {
                 }
                 let x = self.expr(g, a)?;
                 let y = self.expr(g, b)?;
-                if d.is_int() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) && const_int(b).is_none() {
-                    g.check_divisor(y.clone(), d)?;
-                }
+                let y = if d.is_int() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) && const_int(b).is_none() {
+                    g.check_divisor(y, d)?
+                } else {
+                    y
+                };
                 g.binary(*op, x, y, d)
             }
             Expr::Unary(op, a) => {
