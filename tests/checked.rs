@@ -38,8 +38,7 @@ fn checked_workloads_agree_and_do_not_fault() {
 
 /// csrmm with `ACCESS` for the load of B.
 fn csrmm_with(access: &str) -> sparsec::ir::Func {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/workloads/csrmm.sptir")).unwrap();
-    let src = src.replace("B[j, k]", access);
+    let src = common::workload_text("csrmm").replace("B[j, k]", access);
     let loaded = sparsec::driver::load_text("csrmm.sptir", src).unwrap_or_else(|e| panic!("{e}"));
     PassManager::lowering_to(Stage::III).run(loaded.func(None).unwrap()).unwrap()
 }

@@ -11,11 +11,16 @@ pub mod fuzz;
 use sparsec::ir::data::{Args, Array};
 use sparsec::ir::Func;
 
+/// The text of `tests/workloads/<name>.sptir` (for variants of a workload).
+pub fn workload_text(name: &str) -> String {
+    let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// Parses and verifies `tests/workloads/<name>.sptir`.
 pub fn workload(name: &str) -> Func {
-    let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let f = sparsec::ir::text::parse_func(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+    let text = workload_text(name);
+    let f = sparsec::ir::text::parse_func(&format!("{name}.sptir"), &text).unwrap_or_else(|e| panic!("{e}"));
     if let Err(errs) = sparsec::ir::verify::verify_func(&f) {
         panic!("{name} does not verify: {errs:?}");
     }

@@ -5,26 +5,10 @@
 use sparsec_ir::args::{check_accesses, check_structure};
 use sparsec_testkit as kit;
 
-const CSRMM: &str = r#"
-func csrmm(a: handle, b: handle, c: handle, indptr: handle, indices: handle, m: i32, n: i32, feat_size: i32, nnz: i32) {
-  axis I = dense_fixed(m)
-  axis J = sparse_variable(I, n, nnz, indptr, indices)
-  axis J_detach = dense_fixed(n)
-  axis K = dense_fixed(feat_size)
-  buffer A = match_sparse_buffer(a, [I, J], f32)
-  buffer B = match_sparse_buffer(b, [J_detach, K], f32)
-  buffer C = match_sparse_buffer(c, [I, K], f32)
-  sp_iter csrmm([I, J, K], "SRS") as [i, j, k] {
-    init {
-      C[i, k] = 0.0
-    }
-    C[STORE] = C[i, k] + A[i, j] * B[LOAD]
-  }
-}
-"#;
 
 fn check(store: &str, load: &str) -> Result<(), String> {
-    let src = CSRMM.replace("STORE", store).replace("LOAD", load);
+    // The corpus csrmm with the store's and B's indices replaced.
+    let src = kit::workload_text("csrmm").replace("C[i, k] = C[i, k] + A[i, j] * B[j, k]", &format!("C[{store}] = C[i, k] + A[i, j] * B[{load}]"));
     let f = sparsec_ir::text::parse_func("csrmm", &src).unwrap_or_else(|e| panic!("{e}"));
     sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
     let mut out = Ok(());
