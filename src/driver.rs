@@ -59,7 +59,7 @@ pub struct ArgsRefused(pub String);
 
 /// Checks `args` against the Stage-I function `func` of `loaded` before a code generator
 /// runs any lowering of it: the sparse structure, and (unless the generated code is
-/// `checked`, see [`with_checks`]) every index and divisor proven in range
+/// `checked`, see [`crate::backend::run`]) every index and divisor proven in range
 /// ([`sparsec_ir::args`]). The interpreter checks as it goes and needs none of this.
 pub fn check_compiled_args(
     loaded: &Loaded,
@@ -241,7 +241,7 @@ pub struct RunSpec {
     pub seed: u64,
 }
 
-/// The most elements `bind_run` puts in one array it makes (the interpreter's own limit).
+/// The most elements `bind_run` puts in one array it makes (an i32 index must reach each).
 pub const MAX_ELEMENTS: usize = i32::MAX as usize;
 
 /// What can go wrong while binding data for a run.
