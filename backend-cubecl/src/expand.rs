@@ -318,6 +318,15 @@ pub fn scalar_arg(builder: &mut KernelBuilder, d: DType) -> R<Val> {
     })
 }
 
+/// Words of the status buffer (see [`crate::runtime::STATUS_WORDS`]).
+const STATUS_CUT: usize = 0;
+const STATUS_RAN: usize = 1;
+const STATUS_DIV: usize = 2;
+const STATUS_ROW: usize = 3;
+const STATUS_NONFINITE: usize = 4;
+/// Always 0: read once as a zero no compiler can see through.
+const STATUS_ZERO: usize = 5;
+
 /// The expanding generator. It holds the current scope as a pointer because CubeCL hands
 /// each nested scope to a closure.
 pub struct ExpandGen {
@@ -329,9 +338,13 @@ pub struct ExpandGen {
     /// by zero sets `status[2] = 1`, a sparse row longer than its launch bound `status[3] = 1`; with `count_loops`,
     /// every loop counts its iterations and a loop that ran fewer than its trip count (or a
     /// `loop` left other than by `break`) sets `status[0] = 1`: a driver loop limiter
-    /// (lavapipe's) cut it short.
+    /// (lavapipe's) cut it short; with `check_finite`, a float value computed that is inf or
+    /// NaN sets `status[4] = 1`.
     status: Option<Box<dyn DynBuf>>,
     count_loops: bool,
+    check_finite: bool,
+    /// A run-time zero for [`ExpandGen::opaque`], with `check_finite`.
+    opaque_zero: Option<NativeExpand<u32>>,
     /// Per open `loop`, the local flag its `break` sets.
     breaks: Vec<Box<dyn DynBuf>>,
 }
@@ -339,31 +352,137 @@ pub struct ExpandGen {
 impl ExpandGen {
     /// A generator writing into `scope` (which must outlive it).
     pub fn new(scope: &Scope, args: Vec<Box<dyn DynBuf>>) -> Self {
-        ExpandGen { scope, args, allocs: HashMap::new(), status: None, count_loops: false, breaks: Vec::new() }
+        ExpandGen { scope, args, allocs: HashMap::new(), status: None, count_loops: false, check_finite: false, opaque_zero: None, breaks: Vec::new() }
     }
 
-    /// Reports into `status` (two `i32`s): that the kernel ran and, with `count_loops`,
-    /// whether a loop was cut short. Call before generating the body.
-    pub fn set_status(&mut self, status: Box<dyn DynBuf>, count_loops: bool) -> R<()> {
+    /// Reports into `status` (see [`crate::runtime::STATUS_WORDS`]): that the kernel ran,
+    /// with `count_loops` whether a loop was cut short, with `check_finite` whether a float
+    /// value computed was inf or NaN. Call before generating the body.
+    pub fn set_status(&mut self, status: Box<dyn DynBuf>, count_loops: bool, check_finite: bool) -> R<()> {
         self.status = Some(status);
         self.count_loops = count_loops;
+        self.check_finite = check_finite;
+        if check_finite {
+            let s = self.s();
+            let at = NativeExpand::from_lit(s, STATUS_ZERO);
+            let z = match self.status.as_ref() {
+                Some(st) => st.load(s, at)?,
+                None => return err("no status buffer"),
+            };
+            let Val::I32(z) = z else { return err("the status buffer holds i32") };
+            self.opaque_zero = Some(<u32 as Cast>::__expand_cast_from(s, z));
+        }
         let pos = self.builtin(Builtin::AbsolutePos, DType::I32)?;
         let z = self.int(0, DType::I32)?;
         let first = self.binary(BinOp::Eq, pos, z, DType::I32)?;
+        self.flag_if(first, STATUS_RAN)
+    }
+
+    /// `x` hidden from constant evaluation (with `check_finite`): combined with a zero loaded
+    /// from the status buffer, so no expression of literals is folded by CubeCL (whose folding
+    /// panics on `-MIN` or `abs(MIN)`), nor is a WGSL const-expression (which naga refuses
+    /// when it is inf, NaN or overflows); the run-time checks report such values instead.
+    fn opaque(&mut self, x: Val) -> R<Val> {
+        let Some(z) = self.opaque_zero.clone() else { return Ok(x) };
+        let s = self.s();
+        Ok(match x {
+            Val::I32(v) => Val::I32(v.__expand_add_method(s, <i32 as Cast>::__expand_cast_from(s, z))),
+            Val::I64(v) => Val::I64(v.__expand_add_method(s, <i64 as Cast>::__expand_cast_from(s, z))),
+            Val::F32(v) => {
+                let b = <u32 as Reinterpret>::__expand_reinterpret::<f32>(s, v);
+                Val::F32(<f32 as Reinterpret>::__expand_reinterpret::<u32>(s, b.__expand_bitxor_method(s, z)))
+            }
+            Val::F64(v) => {
+                let b = <u64 as Reinterpret>::__expand_reinterpret::<f64>(s, v);
+                let z = <u64 as Cast>::__expand_cast_from(s, z);
+                Val::F64(<f64 as Reinterpret>::__expand_reinterpret::<u64>(s, b.__expand_bitxor_method(s, z)))
+            }
+            Val::F16(v) => {
+                let w = self.opaque(Val::F32(<f32 as Cast>::__expand_cast_from(s, v)))?;
+                let Val::F32(w) = w else { return err("opaque f16") };
+                Val::F16(<half::f16 as Cast>::__expand_cast_from(self.s(), w))
+            }
+            Val::BF16(v) => {
+                let w = self.opaque(Val::F32(<f32 as Cast>::__expand_cast_from(s, v)))?;
+                let Val::F32(w) = w else { return err("opaque bf16") };
+                Val::BF16(<half::bf16 as Cast>::__expand_cast_from(self.s(), w))
+            }
+            b @ Val::Bool(_) => b,
+        })
+    }
+
+    /// `status[word] = 1` when `cond`.
+    fn flag_if(&mut self, cond: Val, word: usize) -> R<()> {
         self.if_else(
-            first,
+            cond,
             &mut |g| {
                 let s: *const Scope = g.scope;
                 // SAFETY: see `ExpandGen::s`.
                 let s = unsafe { &*s };
-                let one = NativeExpand::from_lit(s, 1usize);
+                let at = NativeExpand::from_lit(s, word);
                 match g.status.as_mut() {
-                    Some(st) => st.store(s, one, lit(s, 1i32)),
+                    Some(st) => st.store(s, at, lit(s, 1i32)),
                     None => Ok(()),
                 }
             },
             None,
         )
+    }
+
+    /// Integer `/`, `//` or `%` as the IR defines them (`sparsec_ir::value`): truncating
+    /// quotient and remainder from the device ops, corrected toward negative infinity for
+    /// `//` and `%`; wrapping, so `MIN / -1` is `MIN`. A divisor of -1 never reaches the device
+    /// op (its overflow is undefined in C++), and no step forms `a - r`, which overflows.
+    fn int_division(&mut self, op: BinOp, a: Val, b: Val, d: DType) -> R<Val> {
+        let (zero, one, minus_one) = (self.int(0, d)?, self.int(1, d)?, self.int(-1, d)?);
+        let neg1 = self.binary(BinOp::Eq, b.clone(), minus_one, d)?;
+        let safe_b = self.select(neg1.clone(), one.clone(), b.clone(), d)?;
+        let s = self.s();
+        let q = num2!(a.clone(), safe_b.clone(), x, y, x.__expand_div_method(s, y), "/");
+        let r = num2!(a.clone(), safe_b, x, y, x.__expand_rem_method(s, y), "%");
+        let neg_a = self.binary(BinOp::Sub, zero.clone(), a, d)?;
+        let q = self.select(neg1.clone(), neg_a, q, d)?;
+        let r = self.select(neg1, zero.clone(), r, d)?;
+        if op == BinOp::Div {
+            return Ok(q);
+        }
+        // r != 0 and the signs of r and b differ.
+        let nonzero = self.binary(BinOp::Ne, r.clone(), zero.clone(), d)?;
+        let r_neg = self.binary(BinOp::Lt, r.clone(), zero.clone(), d)?;
+        let b_neg = self.binary(BinOp::Lt, b.clone(), zero, d)?;
+        // (CubeCL's C++ compiler has no `!=` on bools.)
+        let b_pos = self.unary(UnOp::Not, b_neg.clone(), DType::Bool)?;
+        let differ = self.select(r_neg, b_pos, b_neg, DType::Bool)?;
+        let adjust = self.binary(BinOp::And, nonzero, differ, DType::Bool)?;
+        if op == BinOp::FloorDiv {
+            let q1 = self.binary(BinOp::Sub, q.clone(), one, d)?;
+            self.select(adjust, q1, q, d)
+        } else {
+            let rb = self.binary(BinOp::Add, r.clone(), b, d)?;
+            self.select(adjust, rb, r, d)
+        }
+    }
+
+    /// Whether `v` is inf or NaN, read from its exponent bits: a shader compiler that assumes
+    /// finite floats folds `x != x` and `isinf`, but not integer tests of the bits.
+    fn nonfinite_bits(&mut self, v: Val) -> R<Val> {
+        let s = self.s();
+        macro_rules! bits {
+            ($x:expr, $f:ty, $u:ty, $mask:expr) => {{
+                let b = <$u as Reinterpret>::__expand_reinterpret::<$f>(s, $x);
+                let m: NativeExpand<$u> = NativeExpand::from_lit(s, $mask);
+                let e = b.__expand_bitand_method(s, m.clone());
+                Val::Bool(e.__expand_eq_method(s, &m))
+            }};
+        }
+        Ok(match v {
+            Val::F32(x) => bits!(x, f32, u32, 0x7f80_0000u32),
+            Val::F64(x) => bits!(x, f64, u64, 0x7ff0_0000_0000_0000u64),
+            // Widening to f32 keeps inf and NaN.
+            Val::F16(x) => return self.nonfinite_bits(Val::F32(<f32 as Cast>::__expand_cast_from(s, x))),
+            Val::BF16(x) => return self.nonfinite_bits(Val::F32(<f32 as Cast>::__expand_cast_from(s, x))),
+            _ => return err("finiteness check of a non-float"),
+        })
     }
 
     /// A one-element local `i32` array holding `v`.
@@ -372,23 +491,6 @@ impl ExpandGen {
         let mut c = plain::<i32, _>(IntoMut::into_mut(Array::<i32>::__expand_new(s, 1usize), s));
         c.store(s, zero_index(s), lit(s, v))?;
         Ok(c)
-    }
-
-    /// `status[0] = 1` when `truncated`.
-    fn report_if(&mut self, truncated: Val) -> R<()> {
-        self.if_else(
-            truncated,
-            &mut |g| {
-                let s: *const Scope = g.scope;
-                // SAFETY: see `ExpandGen::s`.
-                let s = unsafe { &*s };
-                match g.status.as_mut() {
-                    Some(st) => st.store(s, zero_index(s), lit(s, 1i32)),
-                    None => Ok(()),
-                }
-            },
-            None,
-        )
     }
 
     fn s(&self) -> &Scope {
@@ -485,15 +587,17 @@ impl Gen for ExpandGen {
     type V = Val;
 
     fn int(&mut self, v: i64, d: DType) -> R<Val> {
-        Ok(match d {
+        let x = match d {
             DType::I32 => lit(self.s(), v as i32),
             DType::I64 => lit(self.s(), v),
             d => lit_f64(self.s(), v as f64, d),
-        })
+        };
+        self.opaque(x)
     }
 
     fn float(&mut self, v: f64, d: DType) -> R<Val> {
-        Ok(lit_f64(self.s(), v, d))
+        let x = lit_f64(self.s(), v, d);
+        self.opaque(x)
     }
 
     fn boolean(&mut self, v: bool) -> R<Val> {
@@ -506,25 +610,16 @@ impl Gen for ExpandGen {
             BinOp::Add => num2!(a, b, x, y, x.__expand_add_method(s, y), "+"),
             BinOp::Sub => num2!(a, b, x, y, x.__expand_sub_method(s, y), "-"),
             BinOp::Mul => num2!(a, b, x, y, x.__expand_mul_method(s, y), "*"),
+            BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod if d.is_int() => return self.int_division(op, a, b, d),
             BinOp::Div => num2!(a, b, x, y, x.__expand_div_method(s, y), "/"),
-            BinOp::FloorMod => match (a, b) {
-                (Val::I32(x), Val::I32(y)) => Val::I32(x.__expand_mod_floor_method(s, y)),
-                (Val::I64(x), Val::I64(y)) => Val::I64(x.__expand_mod_floor_method(s, y)),
-                (a, b) => {
-                    // Floats: a - floor(a / b) * b.
-                    let q = self.binary(BinOp::Div, a.clone(), b.clone(), d)?;
-                    let q = self.call(Intrinsic::Floor, vec![q], d)?;
-                    let m = self.binary(BinOp::Mul, q, b, d)?;
-                    return self.binary(BinOp::Sub, a, m, d);
-                }
-            },
+            BinOp::FloorMod => {
+                // Floats: a - floor(a / b) * b.
+                let q = self.binary(BinOp::Div, a.clone(), b.clone(), d)?;
+                let q = self.call(Intrinsic::Floor, vec![q], d)?;
+                let m = self.binary(BinOp::Mul, q, b, d)?;
+                return self.binary(BinOp::Sub, a, m, d);
+            }
             BinOp::FloorDiv => {
-                if d.is_int() {
-                    // (a - mod_floor(a, b)) / b is exact.
-                    let r = self.binary(BinOp::FloorMod, a.clone(), b.clone(), d)?;
-                    let t = self.binary(BinOp::Sub, a, r, d)?;
-                    return self.binary(BinOp::Div, t, b, d);
-                }
                 let q = self.binary(BinOp::Div, a, b, d)?;
                 return self.call(Intrinsic::Floor, vec![q], d);
             }
@@ -571,6 +666,11 @@ impl Gen for ExpandGen {
         Ok(match (op, a) {
             (UnOp::Not, Val::Bool(x)) => Val::Bool(x.__expand_not_method(s)),
             (UnOp::Not, _) => return err("`!` takes a bool"),
+            // `0 - x` wraps (`-MIN == MIN`, as the IR), also where CubeCL folds it.
+            (UnOp::Neg, a @ (Val::I32(_) | Val::I64(_))) => {
+                let z = self.int(0, _d)?;
+                return self.binary(BinOp::Sub, z, a, _d);
+            }
             (UnOp::Neg, a) => num1!(a, x, _T, x.__expand_neg_method(s)),
         })
     }
@@ -641,6 +741,14 @@ impl Gen for ExpandGen {
             Intrinsic::Tanh => float1!(next()?, x, T, T::__expand_tanh(s, x), "tanh"),
             Intrinsic::Floor => float1!(next()?, x, T, T::__expand_floor(s, x), "floor"),
             Intrinsic::Ceil => float1!(next()?, x, T, T::__expand_ceil(s, x), "ceil"),
+            Intrinsic::Abs if d.is_int() => {
+                // Wrapping (`abs(MIN) == MIN`), as the IR.
+                let x = next()?;
+                let z = self.int(0, d)?;
+                let neg = self.binary(BinOp::Lt, x.clone(), z.clone(), d)?;
+                let minus = self.binary(BinOp::Sub, z, x.clone(), d)?;
+                return self.select(neg, minus, x, d);
+            }
             Intrinsic::Abs => num1!(next()?, x, T, T::__expand_abs(s, x)),
             Intrinsic::Sigmoid => {
                 let x = next()?;
@@ -808,7 +916,7 @@ impl Gen for ExpandGen {
         if let (Some(c), Some((n, d))) = (count, trips) {
             let k = c.load(self.s(), zero_index(self.s()))?;
             let short = self.binary(BinOp::Lt, k, n, d)?;
-            self.report_if(short)?;
+            self.flag_if(short, STATUS_CUT)?;
         }
         Ok(())
     }
@@ -835,7 +943,7 @@ impl Gen for ExpandGen {
                 let left = flag.load(s, zero_index(s))?;
                 let z = self.int(0, DType::I32)?;
                 let cut = self.binary(BinOp::Eq, left, z, DType::I32)?;
-                self.report_if(cut)?;
+                self.flag_if(cut, STATUS_CUT)?;
             }
         }
         Ok(())
@@ -886,20 +994,7 @@ impl Gen for ExpandGen {
             return Ok(());
         }
         let over = self.binary(BinOp::Gt, n, bound, d)?;
-        self.if_else(
-            over,
-            &mut |g| {
-                let s: *const Scope = g.scope;
-                // SAFETY: see `ExpandGen::s`.
-                let s = unsafe { &*s };
-                let three = NativeExpand::from_lit(s, 3usize);
-                match g.status.as_mut() {
-                    Some(st) => st.store(s, three, lit(s, 1i32)),
-                    None => Ok(()),
-                }
-            },
-            None,
-        )
+        self.flag_if(over, STATUS_ROW)
     }
 
     fn check_divisor(&mut self, b: Val, d: DType) -> R<Val> {
@@ -908,22 +1003,26 @@ impl Gen for ExpandGen {
         }
         let z = self.int(0, d)?;
         let zero = self.binary(BinOp::Eq, b.clone(), z, d)?;
-        self.if_else(
-            zero.clone(),
-            &mut |g| {
-                let s: *const Scope = g.scope;
-                // SAFETY: see `ExpandGen::s`.
-                let s = unsafe { &*s };
-                let two = NativeExpand::from_lit(s, 2usize);
-                match g.status.as_mut() {
-                    Some(st) => st.store(s, two, lit(s, 1i32)),
-                    None => Ok(()),
-                }
-            },
-            None,
-        )?;
+        self.flag_if(zero.clone(), STATUS_DIV)?;
         let one = self.int(1, d)?;
         self.select(zero, one, b, d)
+    }
+
+    fn checks_finite(&self) -> bool {
+        self.status.is_some() && self.check_finite
+    }
+
+    fn report_nonfinite(&mut self, cond: Val) -> R<()> {
+        self.flag_if(cond, STATUS_NONFINITE)
+    }
+
+    fn check_finite(&mut self, v: Val, _d: DType) -> R<Val> {
+        if self.status.is_none() || !self.check_finite {
+            return Ok(v);
+        }
+        let bad = self.nonfinite_bits(v.clone())?;
+        self.flag_if(bad, STATUS_NONFINITE)?;
+        Ok(v)
     }
 
     fn sync_storage(&mut self) -> R<()> {

@@ -122,6 +122,22 @@ pub trait Gen {
     fn check_divisor(&mut self, b: Self::V, _d: DType) -> Result<Self::V> {
         Ok(b)
     }
+    /// Reports, where the generator must (targets that assume finite floats), a float value
+    /// `v` of dtype `d` that is inf or NaN, and returns `v`.
+    fn check_finite(&mut self, v: Self::V, _d: DType) -> Result<Self::V> {
+        Ok(v)
+    }
+    /// Whether [`Gen::check_finite`] reports (then the walker also guards the operands of
+    /// operations that turn finite operands into inf or NaN, see [`Gen::report_nonfinite`]).
+    fn checks_finite(&self) -> bool {
+        false
+    }
+    /// Reports that an operation is about to make inf or NaN of finite operands when `cond`
+    /// holds. Checked on the operands, because a compiler that assumes finite floats may fold
+    /// such an operation on a known operand (`x / 0.0`) into any value.
+    fn report_nonfinite(&mut self, _cond: Self::V) -> Result<()> {
+        Ok(())
+    }
     /// Reports, where the generator can, a loop whose trip count `n` exceeds the launch
     /// `bound` given to it (a sparse row longer than its axis: duplicate coordinates).
     fn check_trips(&mut self, _n: Self::V, _bound: Self::V, _d: DType) -> Result<()> {
@@ -645,8 +661,27 @@ impl<'f, G: Gen> Walker<'f, G> {
         Ok((r, flat, id))
     }
 
-    /// Generates an expression.
+    /// Generates an expression. Every float it computes passes [`Gen::check_finite`]: the
+    /// first inf or NaN of an evaluation is a leaf or the result of an operation on finite
+    /// operands, so checking those (not variables, nor choices between checked values) sees it.
     pub fn expr(&mut self, g: &mut G, e: &Expr) -> Result<G::V> {
+        let v = self.expr_unchecked(g, e)?;
+        let computed = match e {
+            Expr::Var(_) | Expr::Select(..) | Expr::Int(..) | Expr::Bool(_) => false,
+            Expr::Float(x, _) => !x.is_finite(),
+            Expr::Binary(BinOp::Min | BinOp::Max, ..) | Expr::Unary(..) => false,
+            Expr::Call(Intrinsic::Abs | Intrinsic::MaxValue(_) | Intrinsic::MinValue(_), _) => false,
+            _ => true,
+        };
+        let d = self.func.expr_dtype(e);
+        if computed && d.is_float() {
+            g.check_finite(v, d)
+        } else {
+            Ok(v)
+        }
+    }
+
+    fn expr_unchecked(&mut self, g: &mut G, e: &Expr) -> Result<G::V> {
         match e {
             Expr::Int(v, d) => g.int(*v, *d),
             Expr::Float(v, d) => g.float(*v, *d),
@@ -668,6 +703,11 @@ impl<'f, G: Gen> Walker<'f, G> {
                 } else {
                     y
                 };
+                if d.is_float() && g.checks_finite() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) {
+                    let z = g.float(0.0, d)?;
+                    let zero = g.binary(BinOp::Eq, y.clone(), z, d)?;
+                    g.report_nonfinite(zero)?;
+                }
                 g.binary(*op, x, y, d)
             }
             Expr::Unary(op, a) => {
@@ -696,6 +736,9 @@ impl<'f, G: Gen> Walker<'f, G> {
                 for a in args {
                     vals.push(self.expr(g, a)?);
                 }
+                if g.checks_finite() {
+                    guard_domain(g, *f, &vals, d)?;
+                }
                 g.call(*f, vals, d)
             }
             Expr::Load(b, idx) => {
@@ -720,6 +763,40 @@ impl<'f, G: Gen> Walker<'f, G> {
             }
         }
     }
+}
+
+/// Reports the finite operands on which intrinsic `f` yields inf or NaN: `log` of x <= 0,
+/// `sqrt` of x < 0, `exp` past the largest finite result, `pow` of 0 to a negative power or
+/// of a negative base to a non-integral one.
+fn guard_domain<G: Gen>(g: &mut G, f: Intrinsic, vals: &[G::V], d: DType) -> Result<()> {
+    let Some(x) = vals.first().cloned() else { return Ok(()) };
+    let zero = g.float(0.0, d)?;
+    let cond = match f {
+        Intrinsic::Log => g.binary(BinOp::Le, x, zero, d)?,
+        Intrinsic::Sqrt => g.binary(BinOp::Lt, x, zero, d)?,
+        Intrinsic::Exp => {
+            let max = match d {
+                DType::F64 => f64::MAX.ln(),
+                DType::F16 => 65504f64.ln(),
+                _ => (f32::MAX as f64).ln(),
+            };
+            let m = g.float(max, d)?;
+            g.binary(BinOp::Gt, x, m, d)?
+        }
+        Intrinsic::Pow => {
+            let Some(y) = vals.get(1).cloned() else { return Ok(()) };
+            let base_zero = g.binary(BinOp::Eq, x.clone(), zero.clone(), d)?;
+            let exp_neg = g.binary(BinOp::Lt, y.clone(), zero.clone(), d)?;
+            let a = g.binary(BinOp::And, base_zero, exp_neg, DType::Bool)?;
+            let base_neg = g.binary(BinOp::Lt, x, zero, d)?;
+            let fl = g.call(Intrinsic::Floor, vec![y.clone()], d)?;
+            let frac = g.binary(BinOp::Ne, fl, y, d)?;
+            let b = g.binary(BinOp::And, base_neg, frac, DType::Bool)?;
+            g.binary(BinOp::Or, a, b, DType::Bool)?
+        }
+        _ => return Ok(()),
+    };
+    g.report_nonfinite(cond)
 }
 
 fn zero<G: Gen>(g: &mut G, d: DType) -> Result<G::V> {

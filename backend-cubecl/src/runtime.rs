@@ -47,6 +47,15 @@ pub enum RuntimeError {
     /// unsorted axis), which the one-unit-per-point launch is bounded by.
     #[error("kernel `{0}`: a sparse row holds more entries than its axis has coordinates (duplicates in an unsorted axis); the launch would skip some, so no result is returned")]
     RowTooLong(String),
+    /// A float value computed on a target that assumes finite floats (WGSL) was inf or NaN.
+    #[error("kernel `{0}`: a value computed was inf or NaN, which WGSL does not define (implementations may assume finite floats), so the results are not trusted and none is returned; run it on interp, mlir-cpu or CUDA")]
+    NonFinite(String),
+    /// An atomic sum into an argument ended inf or NaN on a target that assumes finite floats.
+    #[error("an atomic sum into `{0}` is inf or NaN, which WGSL does not define, so no result is returned; run it on interp, mlir-cpu or CUDA")]
+    NonFiniteSum(String),
+    /// A float scalar argument is inf or NaN (or overflows its dtype) on a WGSL target.
+    #[error("scalar `{0}` is inf or NaN (in its dtype), which WGSL does not define; run it on interp, mlir-cpu or CUDA")]
+    NonFiniteScalar(String),
     /// The kernel never ran and CubeCL reported nothing (a panic in its compiler thread).
     #[error("kernel `{0}` did not run: CubeCL failed without an error (see its log); no result is returned")]
     NotRun(String),
@@ -62,10 +71,21 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, CubeclError>) -> Result<T, CubeclErr
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| Err(RuntimeError::Panic(panic_message(p)).into()))
 }
 
-/// Whether kernels on this client check their loops for truncation (wgpu: drivers such as
-/// lavapipe cut long loops short silently).
-fn checks_loops(client: &Client) -> bool {
-    client.name().starts_with("wgpu")
+/// What kernels on a runtime check at run time beyond the IR's own errors.
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq)]
+pub(crate) struct Guards {
+    /// Loops report truncation (drivers such as lavapipe cut long loops short silently).
+    pub(crate) loops: bool,
+    /// Every float value computed is checked to be finite: WGSL lets implementations assume
+    /// no inf or NaN occurs (lavapipe's shader compiler does), so where one would, results
+    /// are undefined and the run is refused.
+    pub(crate) finite: bool,
+}
+
+/// The guards kernels on `client` need (wgpu: both; CUDA computes IEEE floats, no loop cap).
+fn guards(client: &Client) -> Guards {
+    let wgsl = client.name().starts_with("wgpu");
+    Guards { loops: wgsl, finite: wgsl }
 }
 
 /// The default wgpu client (Mesa's lavapipe when no GPU is present).
@@ -102,6 +122,10 @@ pub struct LaunchShape {
     pub spill_x: bool,
 }
 
+/// Words of a launch's status buffer: \[loop cut short, ran, integer division by zero, row
+/// too long, value not finite, always zero\] (see `ExpandGen::set_status`).
+pub(crate) const STATUS_WORDS: usize = 6;
+
 /// Most cubes along one grid dimension that every runtime accepts.
 const MAX_GRID: u64 = 65_535;
 
@@ -137,10 +161,10 @@ struct IrKernel {
     spill_x: bool,
     alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
     /// Whether the kernel reports into an extra status buffer (the last argument): that it
-    /// ran, and (with `check_loops`) whether a loop was cut short.
+    /// ran, and (with `guards`) whether a loop was cut short or a value was not finite.
     status: bool,
-    /// Whether loops report truncation.
-    check_loops: bool,
+    /// The run-time checks the target needs.
+    guards: Guards,
     settings: KernelSettings,
     /// `None` when compiling sources offline, with no device.
     device_properties: Option<Arc<DeviceProperties>>,
@@ -158,7 +182,7 @@ impl KernelMetadata for IrKernel {
             .address_type(self.settings.address_type)
             .cube_dim(self.settings.cube_dim)
             .mode(self.settings.execution_mode)
-            .info((self.hash, self.spill_x, self.status, self.check_loops, self.alloc_sizes.iter().map(|(b, n)| (b.index(), *n)).collect::<Vec<_>>()))
+            .info((self.hash, self.spill_x, self.status, self.guards, self.alloc_sizes.iter().map(|(b, n)| (b.index(), *n)).collect::<Vec<_>>()))
     }
 
     fn address_type(&self) -> ElemType {
@@ -222,7 +246,7 @@ fn expand_body(
 ) -> Result<(), LowerError> {
     let mut g = ExpandGen::new(scope, args);
     if let Some(st) = status {
-        g.set_status(st, kernel.check_loops)?;
+        g.set_status(st, kernel.guards.loops, kernel.guards.finite)?;
     }
     let mut w = Walker::new(&program.func, k);
     w.spill_x = kernel.spill_x;
@@ -308,6 +332,7 @@ impl CompiledProgram {
             k.check_status(client, st)?;
         }
         // Read back.
+        let finite = guards(client).finite;
         let mut out = args.clone();
         for (p, param) in func.params.iter().enumerate() {
             if param.kind != ParamKind::Handle {
@@ -317,6 +342,10 @@ impl CompiledProgram {
             let bytes = guarded(|| client.read_one(h.clone()).map_err(|e| RuntimeError::Server(format!("{e:?}")).into()))?;
             let d = prepared.dtypes[&ArgSource::Param(p)];
             let arr = bytes_array(&bytes, d, *len);
+            // Atomic sums are added inside the atomic, where no check sees them.
+            if finite && self.kernels.iter().any(|k| k.plan().bufs.iter().any(|b| b.atomic && b.source == ArgSource::Param(p))) && !all_finite(&arr) {
+                return Err(RuntimeError::NonFiniteSum(param.name.clone()).into());
+            }
             // Keep the caller's integer width for index arrays that were converted.
             let arr = match (args.arrays.get(&param.name), arr) {
                 (Some(Array::I64(_)), Array::I32(v)) => Array::I64(v.into_iter().map(i64::from).collect()),
@@ -416,9 +445,9 @@ impl CompiledProgram {
             // A representative launch shape (scalars unknown): the per-tag extents that are
             // literals, 1 otherwise; `PerIteration` uses the default cube size.
             let shape = representative_shape(plan);
-            let kernel = k.ir_kernel(&shape, Vec::new(), false, false, None, Arc::new(target.clone()));
+            let kernel = k.ir_kernel(&shape, Vec::new(), false, Guards::default(), None, Arc::new(target.clone()));
             let def = kernel.try_define()?;
-            let src = compile(def).map_err(RuntimeError::Server)?;
+            let src = guarded(|| compile(def).map_err(|e| RuntimeError::Server(e).into()))?;
             out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(&k.program.func, plan)));
             out.push_str(&src);
             out.push('\n');
@@ -514,7 +543,7 @@ impl CompiledKernel {
         shape: &LaunchShape,
         alloc_sizes: Vec<(sparsec_ir::BufferId, usize)>,
         status: bool,
-        check_loops: bool,
+        guards: Guards,
         dp: Option<Arc<DeviceProperties>>,
         tp: Arc<TargetProperties>,
     ) -> IrKernel {
@@ -525,7 +554,7 @@ impl CompiledKernel {
             spill_x: shape.spill_x,
             alloc_sizes,
             status,
-            check_loops,
+            guards,
             settings: settings_for(shape).kernel_name(self.plan().name.clone()),
             device_properties: dp,
             target_properties: tp,
@@ -612,8 +641,8 @@ impl CompiledKernel {
             }
             sizes.push((b, n.max(1) as usize));
         }
-        let check_loops = checks_loops(client);
-        let kernel = self.ir_kernel(&shape, sizes, true, check_loops, Some(client.properties_shared()), client.target_properties_shared());
+        let guards = guards(client);
+        let kernel = self.ir_kernel(&shape, sizes, true, guards, Some(client.properties_shared()), client.target_properties_shared());
         let mut launcher = KernelLauncher::new(kernel.settings.clone());
         launcher.with_scope(|scope| scope.device_properties(client.properties()));
         for b in &k.bufs {
@@ -662,6 +691,15 @@ impl CompiledKernel {
                 Scalar::Float(x) => x as i64,
                 Scalar::Bool(b) => b as i64,
             };
+            let nonfinite = match d {
+                DType::F32 => !(as_f64 as f32).is_finite(),
+                DType::F64 => !as_f64.is_finite(),
+                _ => false,
+            };
+            if guards.finite && nonfinite {
+                launcher.discard();
+                return Err(RuntimeError::NonFiniteScalar(name.clone()).into());
+            }
             match d {
                 DType::I32 => <i32 as LaunchArg>::register(as_i64 as i32, &mut launcher),
                 DType::I64 => <i64 as LaunchArg>::register(as_i64, &mut launcher),
@@ -673,9 +711,9 @@ impl CompiledKernel {
                 }
             }
         }
-        let status = client.create_from_slice(&[0u8; 16]);
-        // SAFETY: `status` holds four i32s.
-        let arg = unsafe { BufferArg::from_raw_parts(status.clone(), 4) };
+        let status = client.create_from_slice(&[0u8; 4 * STATUS_WORDS]);
+        // SAFETY: `status` holds `STATUS_WORDS` i32s.
+        let arg = unsafe { BufferArg::from_raw_parts(status.clone(), STATUS_WORDS) };
         let _ = <[i32] as LaunchArg>::register(arg, &mut launcher);
         let [x, y, z] = shape.cubes;
         launcher.launch(CubeCount::Static(x, y, z), kernel, client);
@@ -700,6 +738,9 @@ impl CompiledKernel {
         if word(3) != Some(0) {
             return Err(RuntimeError::RowTooLong(name.clone()).into());
         }
+        if word(4) != Some(0) {
+            return Err(RuntimeError::NonFinite(name.clone()).into());
+        }
         Ok(())
     }
 }
@@ -717,6 +758,15 @@ fn convert(name: &str, a: &Array, d: DType) -> Result<Array, ValidateError> {
         (Array::I32(v), DType::I64) => Array::I64(v.iter().map(|x| *x as i64).collect()),
         _ => return Err(bad()),
     })
+}
+
+/// Whether every float element is finite.
+fn all_finite(a: &Array) -> bool {
+    match a {
+        Array::F32(v) | Array::F16(v) | Array::BF16(v) => v.iter().all(|x| x.is_finite()),
+        Array::F64(v) => v.iter().all(|x| x.is_finite()),
+        _ => true,
+    }
 }
 
 fn filled(d: DType, n: usize, v: f64) -> Array {

@@ -9,6 +9,7 @@ mod cubecl {
     mod fuzz;
     mod limits;
     mod runtime;
+    mod semantics;
     mod validate;
     mod workloads;
 }

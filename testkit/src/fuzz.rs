@@ -337,6 +337,9 @@ pub struct Data {
     pub rows: Vec<Vec<Vec<i32>>>,
     /// Seed of the buffer values.
     pub seed: u64,
+    /// Whether the buffer values are all finite (else about 1 in 40 is a special value,
+    /// inf, -inf, NaN, 0 or 1e30).
+    pub finite: bool,
 }
 
 impl Data {
@@ -364,7 +367,8 @@ const COL_NAMES: [(ColKind, &str); 4] = [
 pub fn to_reproducer(case: &Case) -> String {
     let d = &case.data;
     let cols: Vec<&str> = case.prog.cols.iter().map(|k| COL_NAMES.iter().find(|c| c.0 == *k).expect("every kind").1).collect();
-    let mut s = format!("# fuzz-data m={} n={} f={} seed={} cols={}\n", d.m, d.n, d.f, d.seed, cols.join(","));
+    let mut s = format!("# fuzz-data m={} n={} f={} seed={} cols={}", d.m, d.n, d.f, d.seed, cols.join(","));
+    s.push_str(if d.finite { " finite=1\n" } else { "\n" });
     for rows in &d.rows {
         let r: Vec<String> = rows.iter().map(|r| r.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")).collect();
         s.push_str(&format!("# fuzz-rows {}\n", r.join("|")));
@@ -375,7 +379,7 @@ pub fn to_reproducer(case: &Case) -> String {
 /// Reads the column kinds and data of a reproducer written by [`to_reproducer`].
 pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
     let head = text.lines().find_map(|l| l.strip_prefix("# fuzz-data ")).ok_or("no `# fuzz-data` line")?;
-    let mut d = Data { m: 0, n: 0, f: 0, rows: vec![], seed: 0 };
+    let mut d = Data { m: 0, n: 0, f: 0, rows: vec![], seed: 0, finite: false };
     let mut cols = Vec::new();
     for kv in head.split_whitespace() {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("bad field {kv}"))?;
@@ -385,6 +389,7 @@ pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
             "n" => d.n = num()? as usize,
             "f" => d.f = num()? as usize,
             "seed" => d.seed = num()?,
+            "finite" => d.finite = num()? != 0,
             "cols" => {
                 for c in v.split(',') {
                     cols.push(COL_NAMES.iter().find(|x| x.1 == c).ok_or_else(|| format!("unknown axis kind {c}"))?.0);
@@ -417,7 +422,10 @@ pub struct Case {
 // ---------------------------------------------------------------------------------------------
 // Generation
 
+/// Float literals (the order fixes what each seed generates).
 const F32_LITS: &[&str] = &["0.0", "1.0", "-2.5", "0.5", "7.0", "1e30", "-1e30", "3.4e38", "1e-30", "inf", "-inf", "nan"];
+/// The float literals without those that are or easily make inf or NaN.
+const FINITE_F32_LITS: &[&str] = &["0.0", "1.0", "-2.5", "0.5", "7.0", "1e30", "-1e30", "1e-30"];
 const I32_LITS: &[&str] = &["0", "1", "-1", "2", "3", "7", "-100", "65536", "2147483647", "-2147483648"];
 
 /// What the generator may produce; constructs behind a flag have open bugs.
@@ -425,18 +433,21 @@ const I32_LITS: &[&str] = &["0", "1", "-1", "2", "3", "7", "-100", "65536", "214
 pub struct GenOptions {
     /// Reads of a `dense_variable` axis at a coordinate of another axis (a lookup).
     pub dense_variable_lookups: bool,
+    /// `inf`, `-inf`, `nan` and `3.4e38` literals, and non-finite input values. Backends that
+    /// refuse any non-finite value (cubecl on WGSL) test more with them off.
+    pub non_finite: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true }
     }
 }
 
 impl GenOptions {
     /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
     pub fn all() -> Self {
-        GenOptions { dense_variable_lookups: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true }
     }
 }
 
@@ -533,7 +544,8 @@ impl Gen<'_> {
                     let w = self.pick(&["max_value(f32)", "min_value(f32)"]);
                     return Expr::lit(w, ty);
                 }
-                let l = if self.chance(0.7) { self.pick(&F32_LITS[..5]) } else { self.pick(F32_LITS) };
+                let lits = if self.opts.non_finite { F32_LITS } else { FINITE_F32_LITS };
+                let l = if self.chance(0.7) { self.pick(&F32_LITS[..5]) } else { self.pick(lits) };
                 Expr::lit(l, ty)
             }
             Ty::I32 => {
@@ -901,7 +913,7 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
     let f = 1 + rng.below(3);
     let rows = cols.iter().map(|&k| gen_rows(&mut rng, k, m, n)).collect();
     let vseed = rng.next_u64();
-    let mut g = Gen { opts, rng: &mut rng, prog: Prog { cols, bufs, iters: vec![] }, counter: 0 };
+    let mut g = Gen { opts: opts.clone(), rng: &mut rng, prog: Prog { cols, bufs, iters: vec![] }, counter: 0 };
     let count = 1 + g.rng.below(3);
     let mut tries = 0;
     while g.prog.iters.len() < count && tries < 20 {
@@ -912,7 +924,7 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
         }
     }
     let prog = g.prog;
-    Case { seed, prog, data: Data { m, n, f, rows, seed: vseed } }
+    Case { seed, prog, data: Data { m, n, f, rows, seed: vseed, finite: !opts.non_finite } }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -971,7 +983,8 @@ pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, Strin
                 (0..len)
                     .map(|_| {
                         if special(&mut rng) {
-                            [0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30][rng.below(5)]
+                            let specials = [0.0, 1e30, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+                            specials[rng.below(if d.finite { 2 } else { 5 })]
                         } else {
                             rng.f32() * 4.0
                         }

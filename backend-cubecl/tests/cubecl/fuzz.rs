@@ -12,21 +12,32 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// Messages of clean refusals: argument checks, launch-time refusals, unsupported constructs.
-const REFUSALS: &[&str] = &["invalid arguments", "loop iterations", "division by", "not supported", "cannot", "too large"];
+const REFUSALS: &[&str] =
+    &["invalid arguments", "loop iterations", "division by", "not supported", "cannot", "too large", "WGSL does not define"];
 
 /// Seeds of fixed failures, run every time: 200676 divided by an `i - i` that CubeCL folded
-/// to a constant 0, which naga refuses to compile (never reached: no rows).
-const REGRESSIONS: &[u64] = &[200676];
+/// to a constant 0, which naga refuses to compile (never reached: no rows); 49468, 200123,
+/// 200136 and 200192 met inf or NaN intermediates, which lavapipe's finite-math compiler
+/// turned into wrong finite results (now refused by the finiteness checks); 202138 computed
+/// `x // MIN` as `(x - x % MIN) / MIN`, which overflows; 202628 made CubeCL fold `abs(MIN)`
+/// and panic.
+/// Each with whether it was generated with non-finite values.
+const REGRESSIONS: &[(u64, bool)] =
+    &[(200676, true), (49468, true), (200123, true), (200136, true), (200192, true), (202138, true), (202628, true)];
 
 #[test]
 fn random_programs_agree_with_the_interpreter() {
     let cases = env_u64("SPARSEC_FUZZ_CASES").unwrap_or(400);
     let first = env_u64("SPARSEC_FUZZ_SEED").unwrap_or(0xc0be);
     let client = client();
-    let (mut agree, mut refused, mut nonfinite, mut other) = (0, 0, 0, 0);
+    let (mut agree, mut refused, mut other) = (0, 0, 0);
     let mut failures = Vec::new();
-    for seed in (first..first + cases).chain(REGRESSIONS.iter().copied()) {
-        let case = generate_with(seed, GenOptions::default());
+    let mut reasons = std::collections::BTreeMap::new();
+    let random = (first..first + cases).map(|s| (s, GenOptions { non_finite: s % 4 == 0, ..GenOptions::default() }));
+    let regressions = REGRESSIONS.iter().map(|&(s, nf)| (s, GenOptions { non_finite: nf, ..GenOptions::default() }));
+    for (seed, opts) in random.chain(regressions) {
+        // Every non-finite value is refused on wgpu: three cases in four are finite programs.
+        let case = generate_with(seed, opts);
         let Ok(f1) = sparsec_ir::text::parse_func("fuzz.sptir", &case.prog.to_sptir()) else {
             other += 1;
             continue;
@@ -43,22 +54,22 @@ fn random_programs_agree_with_the_interpreter() {
         match runner.check(&case) {
             Outcome::Agree => agree += 1,
             Outcome::Failure(why) if why.starts_with("cubecl-wgpu fails") && REFUSALS.iter().any(|r| why.contains(r)) => {
-                refused += 1
+                refused += 1;
+                let r = REFUSALS.iter().find(|r| why.contains(*r)).copied().unwrap_or("?");
+                *reasons.entry(r).or_insert(0usize) += 1;
             }
-            // WGSL lets implementations assume no inf or NaN occurs (lavapipe compiles with
-            // fast math): results that are not finite on either side are not held.
-            Outcome::Failure(why) if why.contains("differs") && ["NaN", "inf"].iter().any(|w| why.contains(w)) => nonfinite += 1,
-            // `2.0 != f32::MIN / b` with an infinite quotient: the comparison of a non-finite
-            // intermediate goes the other way on lavapipe (same cause, finite output).
-            Outcome::Failure(_) if seed == 49468 => nonfinite += 1,
-            Outcome::Failure(why) => failures.push(format!("seed {seed}: {why}\n{}", to_reproducer(&case))),
+            Outcome::Failure(why) => {
+                failures.push(format!("seed {seed} (non_finite: {}): {why}\n{}", opts.non_finite, to_reproducer(&case)))
+            }
             _ => other += 1,
         }
     }
-    println!("cubecl fuzz: {cases} cases: {agree} agree, {refused} refused, {nonfinite} differ in non-finite values, {other} not run by every stage");
+    println!("cubecl fuzz: {cases} cases: {agree} agree, {refused} refused ({reasons:?}), {other} not run by every stage");
     for f in &failures {
         println!("FAILURE {f}");
     }
     assert!(failures.is_empty(), "{} failures (see above)", failures.len());
-    assert!(agree * 2 >= cases, "only {agree} of {cases} agree");
+    // Overflows and divisions by zero refuse a quarter of the runs on wgpu; well over a third
+    // must still compare numbers.
+    assert!(agree * 5 >= cases * 2, "only {agree} of {cases} agree");
 }
