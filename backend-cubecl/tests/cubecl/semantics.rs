@@ -29,7 +29,18 @@ fn integer_division_matches_the_semantic_core() {
 ",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let edges = [i32::MIN, i32::MIN + 1, -7, -2, -1, 1, 2, 7, i32::MAX - 1, i32::MAX];
+    let edges = [
+        i32::MIN,
+        i32::MIN + 1,
+        -7,
+        -2,
+        -1,
+        1,
+        2,
+        7,
+        i32::MAX - 1,
+        i32::MAX,
+    ];
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for x in edges.iter().chain(&[0]) {
         for y in edges {
@@ -45,12 +56,28 @@ fn integer_division_matches_the_semantic_core() {
         .array("fq", Array::I32(vec![0; n]))
         .array("fr", Array::I32(vec![0; n]))
         .int("n", n as i64);
-    let out = compile(&f).unwrap().run(&client(), &args).unwrap_or_else(|e| panic!("{e}"));
-    for (name, op) in [("q", BinOp::Div), ("fq", BinOp::FloorDiv), ("fr", BinOp::FloorMod)] {
-        let Array::I32(got) = &out.arrays[name] else { panic!() };
+    let out = compile(&f)
+        .unwrap()
+        .run(&client(), &args)
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (name, op) in [
+        ("q", BinOp::Div),
+        ("fq", BinOp::FloorDiv),
+        ("fr", BinOp::FloorMod),
+    ] {
+        let Array::I32(got) = &out.arrays[name] else {
+            panic!()
+        };
         for i in 0..n {
             let want = Value::binary(op, Value::I32(a[i]), Value::I32(b[i])).unwrap();
-            assert_eq!(Value::I32(got[i]), want, "{} {} {}", a[i], op.symbol().unwrap_or("?"), b[i]);
+            assert_eq!(
+                Value::I32(got[i]),
+                want,
+                "{} {} {}",
+                a[i],
+                op.symbol().unwrap_or("?"),
+                b[i]
+            );
         }
     }
 }
