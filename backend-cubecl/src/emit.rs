@@ -357,24 +357,19 @@ fn host_expr(func: &Func, e: &Expr) -> String {
 fn launch_dims(func: &Func, k: &KernelPlan) -> (String, String) {
     match &k.launch {
         LaunchPlan::Single => ("CubeCount::Static(1, 1, 1)".into(), "CubeDim::new_1d(1)".into()),
-        LaunchPlan::PerIteration { loops } => {
-            let parts: Vec<String> = loops.iter().map(|l| host_expr(func, &l.bound)).collect();
-            let n = if parts.len() == 1 { parts[0].clone() } else { format!("({})", parts.join(" * ")) };
-            let d = crate::plan::DEFAULT_CUBE_DIM;
-            (
-                format!("CubeCount::Static(dim({n}.max(0).div_euclid({d}) + 1), 1, 1)"),
-                format!("CubeDim::new_1d({d})"),
-            )
-        }
         LaunchPlan::Threads { extents } => {
+            // Loops bound to y or z stride past the grid limit (see `lower`).
+            let cap = crate::plan::MAX_CUBES_YZ;
             let m: Vec<String> = extents
                 .iter()
-                .map(|list| {
+                .enumerate()
+                .map(|(i, list)| {
                     if list.is_empty() {
                         "1".into()
                     } else {
                         let parts: Vec<String> = list.iter().map(|e| host_expr(func, e)).collect();
-                        format!("dim([{}].into_iter().max().unwrap_or(1))", parts.join(", "))
+                        let d = format!("dim([{}].into_iter().max().unwrap_or(1))", parts.join(", "));
+                        if i == 1 || i == 2 { format!("{d}.min({cap})") } else { d }
                     }
                 })
                 .collect();

@@ -322,10 +322,9 @@ pub fn scalar_arg(builder: &mut KernelBuilder, d: DType) -> R<Val> {
 const STATUS_CUT: usize = 0;
 const STATUS_RAN: usize = 1;
 const STATUS_DIV: usize = 2;
-const STATUS_ROW: usize = 3;
-const STATUS_NONFINITE: usize = 4;
+const STATUS_NONFINITE: usize = 3;
 /// Always 0: read once as a zero no compiler can see through.
-const STATUS_ZERO: usize = 5;
+const STATUS_ZERO: usize = 4;
 
 /// The expanding generator. It holds the current scope as a pointer because CubeCL hands
 /// each nested scope to a closure.
@@ -335,11 +334,11 @@ pub struct ExpandGen {
     pub args: Vec<Box<dyn DynBuf>>,
     allocs: HashMap<BufferId, Box<dyn DynBuf>>,
     /// The status buffer: unit 0 sets `status[1] = 1` (the kernel ran), an integer division
-    /// by zero sets `status[2] = 1`, a sparse row longer than its launch bound `status[3] = 1`; with `count_loops`,
+    /// by zero sets `status[2] = 1`; with `count_loops`,
     /// every loop counts its iterations and a loop that ran fewer than its trip count (or a
     /// `loop` left other than by `break`) sets `status[0] = 1`: a driver loop limiter
     /// (lavapipe's) cut it short; with `check_finite`, a float value computed that is inf or
-    /// NaN sets `status[4] = 1`.
+    /// NaN sets `status[3] = 1`.
     status: Option<Box<dyn DynBuf>>,
     count_loops: bool,
     check_finite: bool,
@@ -987,14 +986,6 @@ impl Gen for ExpandGen {
     fn sync(&mut self) -> R<()> {
         sync_cube::expand(self.s());
         Ok(())
-    }
-
-    fn check_trips(&mut self, n: Val, bound: Val, d: DType) -> R<()> {
-        if self.status.is_none() {
-            return Ok(());
-        }
-        let over = self.binary(BinOp::Gt, n, bound, d)?;
-        self.flag_if(over, STATUS_ROW)
     }
 
     fn check_divisor(&mut self, b: Val, d: DType) -> R<Val> {

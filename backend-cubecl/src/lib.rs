@@ -27,7 +27,7 @@ mod runtime;
 pub use device::DeviceArg;
 pub use emit::EmitError;
 pub use lower::LowerError;
-pub use plan::{PlanError, DEFAULT_CUBE_DIM};
+pub use plan::{PlanError, MAX_CUBES_YZ};
 #[cfg(feature = "cuda")]
 pub use runtime::cuda_client;
 pub use runtime::{wgpu_client, CompiledKernel, CompiledProgram, LaunchShape, RuntimeError};

@@ -4,9 +4,8 @@
 //! Mapping:
 //! * a loop bound to `blockIdx.*`/`threadIdx.*` binds its variable to `min + CUBE_POS_*` /
 //!   `min + UNIT_POS_*` and guards its body with `pos < extent` (the launch may be wider);
-//! * [`LaunchPlan::PerIteration`] splits `ABSOLUTE_POS` into one coordinate per loop of its
-//!   chain (mixed radix over the loops' bounds) and binds each loop's variable to
-//!   `min + coordinate` under the same guard;
+//!   one bound to `blockIdx.y`/`z` strides by its cube count when its extent exceeds
+//!   [`crate::plan::MAX_CUBES_YZ`];
 //! * other loops run serially; `while` becomes `loop { if !cond { break } ... }`;
 //! * a block binds its iterators and runs `init` when every reduce iterator is 0;
 //! * local allocations become local arrays, shared ones shared memory (cooperatively filled,
@@ -14,7 +13,7 @@
 //! * when the kernel uses shared memory, `sync_cube` is placed before and after every
 //!   statement in uniform control flow that holds thread-bound loops.
 
-use crate::plan::{ArgSource, KernelPlan, LaunchPlan};
+use crate::plan::{ArgSource, KernelPlan};
 use sparsec_ir::{
     BinOp, Block, BufferId, DType, Expr, For, ForKind, Func, Intrinsic, IterKind, Layout, Scope, Stmt, StmtKind,
     Storage, ThreadTag, UnOp, VarId,
@@ -138,11 +137,6 @@ pub trait Gen {
     fn report_nonfinite(&mut self, _cond: Self::V) -> Result<()> {
         Ok(())
     }
-    /// Reports, where the generator can, a loop whose trip count `n` exceeds the launch
-    /// `bound` given to it (a sparse row longer than its axis: duplicate coordinates).
-    fn check_trips(&mut self, _n: Self::V, _bound: Self::V, _d: DType) -> Result<()> {
-        Ok(())
-    }
     /// Units per cube along x, y, z multiplied (for cooperative fills) as an `i32`.
     fn cube_units(&mut self) -> Result<Self::V>;
     /// Linear unit index within the cube as an `i32`.
@@ -160,8 +154,6 @@ pub struct Walker<'f, G: Gen> {
     nonuniform_vars: Vec<VarId>,
     /// Element counts of allocations whose shape depends on scalar parameters, fixed at launch.
     pub alloc_sizes: HashMap<BufferId, usize>,
-    /// Launch coordinates of the [`LaunchPlan::PerIteration`] loops not reached yet.
-    coords: HashMap<VarId, G::V>,
 }
 
 fn const_int(e: &Expr) -> Option<i64> {
@@ -187,7 +179,7 @@ fn const_int(e: &Expr) -> Option<i64> {
 impl<'f, G: Gen> Walker<'f, G> {
     /// A walker over one kernel of `func`.
     pub fn new(func: &'f Func, plan: &'f KernelPlan) -> Self {
-        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new(), alloc_sizes: HashMap::new(), coords: HashMap::new() }
+        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new(), alloc_sizes: HashMap::new() }
     }
 
     /// Generates the kernel body.
@@ -197,17 +189,7 @@ impl<'f, G: Gen> Walker<'f, G> {
         let stmt = self.plan.stmt.clone();
         let mut all = prelude;
         all.push(stmt);
-        let p = self.plan.launch.clone();
-        match (&p, &self.plan.stmt.kind) {
-            (LaunchPlan::PerIteration { loops }, StmtKind::For(_)) => {
-                let n = all.len() - 1;
-                self.list_then(g, &all[..n], &mut |w, g| {
-                    w.point_coords(g, loops)?;
-                    w.list(g, &all[n..], false)
-                })
-            }
-            _ => self.list(g, &all, true),
-        }
+        self.list(g, &all, true)
     }
 
     /// Binds a scalar parameter's variable to the value the generator made for it.
@@ -221,31 +203,6 @@ impl<'f, G: Gen> Walker<'f, G> {
 
     fn var_name(&self, v: VarId) -> String {
         self.func.vars.try_get(v).map_or_else(|| "v".into(), |x| crate::plan::sanitize(&x.name))
-    }
-
-    /// Splits `ABSOLUTE_POS` into one coordinate per loop, the last loop varying fastest.
-    fn point_coords(&mut self, g: &mut G, loops: &[crate::plan::PointLoop]) -> Result<()> {
-        let d = DType::I32;
-        let mut rest = g.builtin(Builtin::AbsolutePos, d)?;
-        for (k, l) in loops.iter().enumerate().rev() {
-            let vd = self.dtype_of_var(l.var);
-            let c = if k == 0 {
-                rest.clone()
-            } else {
-                let b = self.expr(g, &l.bound)?;
-                let b = self.coerce(g, b, self.func.expr_dtype(&l.bound), d)?;
-                // A bound of 0 leaves no iteration; `max(b, 1)` keeps the division defined.
-                let one = g.int(1, d)?;
-                let b = g.binary(BinOp::Max, b, one, d)?;
-                let c = g.binary(BinOp::FloorMod, rest.clone(), b.clone(), d)?;
-                rest = g.binary(BinOp::FloorDiv, rest, b, d)?;
-                c
-            };
-            let c = self.coerce(g, c, d, vd)?;
-            let c = if loops.len() == 1 { c } else { g.bind(c, &format!("{}_pos", self.var_name(l.var)), vd)? };
-            self.coords.insert(l.var, c);
-        }
-        Ok(())
     }
 
     /// `var = min + pos; if pos < extent { body }`.
@@ -303,21 +260,6 @@ impl<'f, G: Gen> Walker<'f, G> {
                 barrier(g)?;
             }
         }
-        self.vars = saved;
-        Ok(())
-    }
-
-    fn list_then(
-        &mut self,
-        g: &mut G,
-        stmts: &[Stmt],
-        then: &mut dyn FnMut(&mut Self, &mut G) -> Result<()>,
-    ) -> Result<()> {
-        let saved = self.vars.clone();
-        for s in stmts {
-            self.stmt(g, s, true)?;
-        }
-        then(self, g)?;
         self.vars = saved;
         Ok(())
     }
@@ -481,24 +423,8 @@ impl<'f, G: Gen> Walker<'f, G> {
 
     fn for_loop(&mut self, g: &mut G, f: &For, uniform: bool) -> Result<()> {
         let d = self.dtype_of_var(f.var);
-        if let Some(pos) = self.coords.remove(&f.var) {
-            // A sparse loop's launch bound is its iterator's extent, which an unsorted row
-            // with duplicates may exceed: that is reported, never dropped silently.
-            let bound = match &self.plan.launch {
-                LaunchPlan::PerIteration { loops } => loops.iter().find(|l| l.var == f.var).map(|l| l.bound.clone()),
-                _ => None,
-            };
-            if let Some(b) = bound.filter(|b| *b != f.extent) {
-                let n = self.expr(g, &f.extent)?;
-                let n = self.coerce(g, n, self.func.expr_dtype(&f.extent), d)?;
-                let b2 = self.expr(g, &b)?;
-                let b2 = self.coerce(g, b2, self.func.expr_dtype(&b), d)?;
-                g.check_trips(n, b2, d)?;
-            }
-            return self.bound_loop(g, f, pos, d, false);
-        }
-        if self.plan.spread == Some(f.var) {
-            return self.spread_loop(g, f, d, uniform);
+        if matches!(f.kind, ForKind::Thread(ThreadTag::BlockIdxY | ThreadTag::BlockIdxZ)) {
+            return self.strided_loop(g, f, d, uniform);
         }
         match f.kind {
             ForKind::Thread(t) => {
@@ -526,16 +452,17 @@ impl<'f, G: Gen> Walker<'f, G> {
         }
     }
 
-    /// A loop spread over `blockIdx.y`: cube `y` of `Y = min(extent, SPREAD_CUBES)` runs
-    /// iterations `y, y + Y, ...`.
-    fn spread_loop(&mut self, g: &mut G, f: &For, d: DType, uniform: bool) -> Result<()> {
+    /// A loop bound to `blockIdx.y` or `z`: cube `y` of `Y = min(extent, MAX_CUBES_YZ)` runs
+    /// iterations `y, y + Y, ...` (one when the extent fits the grid).
+    fn strided_loop(&mut self, g: &mut G, f: &For, d: DType, uniform: bool) -> Result<()> {
+        let ForKind::Thread(tag) = f.kind else { return unsupported("a strided loop must be bound to a cube index") };
         let min = self.expr(g, &f.min)?;
         let min = self.coerce(g, min, self.func.expr_dtype(&f.min), d)?;
         let ext = self.expr(g, &f.extent)?;
         let ext = self.coerce(g, ext, self.func.expr_dtype(&f.extent), d)?;
-        let cap = g.int(crate::plan::SPREAD_CUBES, d)?;
+        let cap = g.int(crate::plan::MAX_CUBES_YZ, d)?;
         let cubes = g.binary(BinOp::Min, ext.clone(), cap, d)?;
-        let y = g.builtin(Builtin::Tag(ThreadTag::BlockIdxY), d)?;
+        let y = g.builtin(Builtin::Tag(tag), d)?;
         let inside = g.binary(BinOp::Lt, y.clone(), ext.clone(), d)?;
         let v = f.var;
         let name = self.var_name(v);

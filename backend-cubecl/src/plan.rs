@@ -4,19 +4,12 @@
 //! * Each top-level statement that does work becomes one kernel; kernels launch in order.
 //!   Top-level `let`s are repeated at the start of every later kernel.
 //! * A kernel whose nest holds thread-bound loops is launched with, per thread tag, the largest
-//!   extent of the loops bound to it (extents must depend on scalar parameters only).
-//! * A kernel without thread bindings whose outermost loop is spatial (its variable only
-//!   feeds spatial block iterators) runs one unit per iteration of that loop; otherwise the
-//!   whole nest runs in one unit.
-//! * A kernel without thread bindings that only accumulates (every store is
-//!   `B[i] = B[i] + e`, and nothing it writes is read otherwise), and whose perfectly nested
-//!   spatial loops reach a sparse loop (a trip count that reads buffers), runs one unit per
-//!   iteration point of those loops, and its accumulations become atomic: the order of the
-//!   additions is then free. The sparse loop is bounded by the extent of the spatial block
-//!   iterator it binds (say `m` for the rows of one relation of RGCN).
+//!   extent of the loops bound to it (extents must depend on scalar parameters only); a
+//!   kernel without thread bindings runs in a single unit. Where a nest runs in parallel is
+//!   decided by its schedule (`sparsec_schedule::auto` by default), never here.
 
 use sparsec_ir::{
-    BufferId, DType, Expr, ForKind, Func, IterKind, Layout, ParamId, ParamKind, Scope, Stmt, StmtKind, Storage,
+    BufferId, DType, Expr, ForKind, Func, Layout, ParamId, ParamKind, Scope, Stmt, StmtKind, Storage,
     ThreadTag, VarId,
 };
 use std::collections::BTreeSet;
@@ -63,28 +56,9 @@ pub enum LaunchPlan {
         /// Extents per tag, in [`ThreadTag::ALL`] order.
         extents: [Vec<Expr>; 6],
     },
-    /// One unit per iteration point of a chain of perfectly nested loops, outermost first;
-    /// `ABSOLUTE_POS` is split into one coordinate per loop (the last varies fastest) and
-    /// each loop runs `min + coordinate` when the coordinate is below its extent.
-    PerIteration {
-        /// The loops, outermost first.
-        loops: Vec<PointLoop>,
-    },
     /// A single unit runs everything.
     Single,
 }
-
-/// One loop of a [`LaunchPlan::PerIteration`] launch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PointLoop {
-    /// The loop variable.
-    pub var: VarId,
-    /// An upper bound on the loop's trip count that depends on scalar parameters only.
-    pub bound: Expr,
-}
-
-/// Units per cube used for [`LaunchPlan::PerIteration`].
-pub const DEFAULT_CUBE_DIM: u32 = 64;
 
 /// One kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,13 +77,11 @@ pub struct KernelPlan {
     pub scalars: Vec<(ParamId, VarId)>,
     /// Whether the kernel uses shared memory (then it synchronises around shared accesses).
     pub uses_shared: bool,
-    /// A serial loop of a thread-bound kernel whose iterations only add atomically: they are
-    /// spread over `blockIdx.y` ([`SPREAD_CUBES`] at most, each cube striding by the count).
-    pub spread: Option<VarId>,
 }
 
-/// Most cubes along `blockIdx.y` for a spread loop.
-pub const SPREAD_CUBES: i64 = 65_535;
+/// Most cubes along `blockIdx.y` or `blockIdx.z`: a loop bound to either with a larger
+/// extent runs on this many cubes, each striding by the count.
+pub const MAX_CUBES_YZ: i64 = 65_535;
 
 /// The kernels of one function, with what the launcher must provide.
 #[derive(Clone, Debug)]
@@ -253,42 +225,7 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
         }
     }
     check_nesting(&all, &mut Vec::new())?;
-    let mut stmt = stmt;
-    let mut spread = None;
-    let launch = if bound {
-        // Serial work under thread-bound loops that only adds atomically is spread over
-        // `blockIdx.y` when that tag is free: one unit walking it alone may hit a driver's
-        // loop limit (lavapipe) and runs it slowly anyway.
-        let mut extents = extents;
-        if extents[1].is_empty() && extents[2].is_empty() && !uses_shared_alloc(func, &all) {
-            // Everything outside the loop runs again in every cube along y: it must write
-            // no global memory.
-            let spreadable = spreadable_loop(func, &stmt).filter(|f| global_writes(func, &all) == global_writes(func, &f.body));
-            if let Some(f) = spreadable {
-                let cap = Expr::Int(SPREAD_CUBES, func.expr_dtype(&f.extent));
-                extents[1].push(Expr::Binary(sparsec_ir::BinOp::Min, Box::new(f.extent.clone()), Box::new(cap)));
-                spread = Some(f.var);
-            }
-        }
-        LaunchPlan::Threads { extents }
-    } else {
-        let (chain, sparse) = point_chain(func, &stmt);
-        // Only worth atomics when the outer loop alone would leave a sparse loop to walk
-        // serially in each unit.
-        if chain.len() > 1 && sparse && sparsec_passes::accumulates_only(func, std::slice::from_ref(&stmt)) {
-            make_atomic(&mut stmt);
-            LaunchPlan::PerIteration { loops: chain }
-        } else {
-            match &stmt.kind {
-                StmtKind::For(f)
-                    if host_evaluable(func, &f.extent) && host_evaluable(func, &f.min) && spatial_loop(&f.body, f.var) =>
-                {
-                    LaunchPlan::PerIteration { loops: vec![PointLoop { var: f.var, bound: f.extent.clone() }] }
-                }
-                _ => LaunchPlan::Single,
-            }
-        }
-    };
+    let launch = if bound { LaunchPlan::Threads { extents } } else { LaunchPlan::Single };
     let all = [prelude.clone(), vec![stmt.clone()]].concat();
     // Buffers and scalars used.
     let mut used: BTreeSet<BufferId> = BTreeSet::new();
@@ -353,87 +290,7 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
             ParamKind::Handle => None,
         })
         .collect();
-    Ok(KernelPlan { name, prelude, stmt, launch, bufs, scalars, uses_shared, spread })
-}
-
-/// How many statements and expressions write global memory.
-fn global_writes(func: &Func, stmts: &[Stmt]) -> usize {
-    let global = |b: &BufferId| !matches!(func.buffers[*b].storage, Storage::Alloc(Scope::Local | Scope::Shared));
-    let mut n = 0;
-    sparsec_ir::walk_stmts(stmts, &mut |s| {
-        if let StmtKind::Store { buffer, .. } = &s.kind {
-            n += global(buffer) as usize;
-        }
-        for e in s.kind.exprs() {
-            e.walk(&mut |x| {
-                if let Expr::AtomicAdd(b, ..) = x {
-                    n += global(b) as usize;
-                }
-            });
-        }
-    });
-    n
-}
-
-fn uses_shared_alloc(func: &Func, stmts: &[Stmt]) -> bool {
-    let mut hit = false;
-    sparsec_ir::walk_stmts(stmts, &mut |s| {
-        if let StmtKind::Alloc(b) = &s.kind {
-            hit |= func.buffers[*b].storage != Storage::Alloc(Scope::Local);
-        }
-    });
-    hit
-}
-
-/// The outermost serial loop under `stmt` (outside thread-bound loops' bodies' own thread
-/// loops) with scalar bounds whose iterations are independent up to the order of atomic
-/// additions: its body writes global memory only through `atomic_add`, never reads what it
-/// adds to, stores only into local buffers it allocates itself, and holds no thread-bound loop.
-fn spreadable_loop<'a>(func: &Func, stmt: &'a Stmt) -> Option<&'a sparsec_ir::For> {
-    if let StmtKind::For(f) = &stmt.kind {
-        if matches!(f.kind, ForKind::Serial | ForKind::Parallel)
-            && host_evaluable(func, &f.min)
-            && host_evaluable(func, &f.extent)
-            && atomic_only(func, &f.body)
-        {
-            return Some(f);
-        }
-    }
-    stmt.kind.child_lists().into_iter().flatten().find_map(|s| spreadable_loop(func, s))
-}
-
-fn atomic_only(func: &Func, body: &[Stmt]) -> bool {
-    let mut own: BTreeSet<BufferId> = BTreeSet::new();
-    let mut added: BTreeSet<BufferId> = BTreeSet::new();
-    let mut loaded: BTreeSet<BufferId> = BTreeSet::new();
-    let mut ok = true;
-    sparsec_ir::walk_stmts(body, &mut |s| {
-        match &s.kind {
-            StmtKind::Alloc(b) => {
-                own.insert(*b);
-            }
-            StmtKind::For(f) if matches!(f.kind, ForKind::Thread(_)) => ok = false,
-            _ => {}
-        }
-        for e in s.kind.exprs() {
-            e.walk(&mut |x| match x {
-                Expr::Load(b, _) => {
-                    loaded.insert(*b);
-                }
-                Expr::AtomicAdd(b, _, _) => {
-                    added.insert(*b);
-                }
-                _ => {}
-            });
-        }
-    });
-    sparsec_ir::walk_stmts(body, &mut |s| {
-        if let StmtKind::Store { buffer, .. } = &s.kind {
-            ok &= own.contains(buffer) && func.buffers[*buffer].storage == Storage::Alloc(Scope::Local);
-        }
-    });
-    let storage = |b: &BufferId| func.buffers[*b].storage;
-    ok && !added.is_empty() && !added.iter().any(|a| loaded.iter().any(|l| storage(l) == storage(a)))
+    Ok(KernelPlan { name, prelude, stmt, launch, bufs, scalars, uses_shared })
 }
 
 /// Rejects a loop bound to a tag nested in another loop bound to the same tag.
@@ -460,112 +317,6 @@ fn check_nesting(stmts: &[Stmt], active: &mut Vec<ThreadTag>) -> Result<(), Plan
         }
     }
     Ok(())
-}
-
-/// Whether loop variable `v` is used, and used only, as the binding of spatial block
-/// iterators (so distinct iterations are independent).
-fn spatial_loop(body: &[Stmt], v: VarId) -> bool {
-    loop_drives(body, v, true)
-}
-
-/// Whether loop variable `v` is used, and used only, as the binding of block iterators
-/// (spatial ones only if `spatial`).
-fn loop_drives(body: &[Stmt], v: VarId, spatial: bool) -> bool {
-    let mut spatial_uses = 0usize;
-    let mut other_uses = 0usize;
-    sparsec_ir::walk_stmts(body, &mut |s| {
-        if let StmtKind::Block(b) = &s.kind {
-            for it in &b.iters {
-                if it.binding.uses_var(v) {
-                    if it.kind == IterKind::Spatial || !spatial {
-                        spatial_uses += 1;
-                    } else {
-                        other_uses += 1;
-                    }
-                }
-                if it.extent.uses_var(v) {
-                    other_uses += 1;
-                }
-            }
-        } else {
-            for e in s.kind.exprs() {
-                if e.uses_var(v) {
-                    other_uses += 1;
-                }
-            }
-        }
-    });
-    spatial_uses > 0 && other_uses == 0
-}
-
-/// The perfectly nested loops from the top of `stmt`: each loop's body is one loop, or blocks
-/// without `init` whose bodies are one statement around one loop. A loop joins when it only
-/// drives block iterators and its trip count is bounded by scalars: its extent, or (spatial
-/// iterators only) the extent of the block iterator its variable is bound to (then the loop
-/// is sparse, the second result).
-fn point_chain(func: &Func, stmt: &Stmt) -> (Vec<PointLoop>, bool) {
-    let mut out = Vec::new();
-    let mut sparse = false;
-    let mut cur = stmt;
-    while let StmtKind::For(f) = &cur.kind {
-        // Accumulations are atomic here, so a dense loop over reduction iterators (RGCN's
-        // relations) joins too; a sparse one joins only when spatial, since its bound (the
-        // axis extent) may far exceed its trip count (a row's nonzeros).
-        if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) || !loop_drives(&f.body, f.var, false) {
-            break;
-        }
-        let bound = if host_evaluable(func, &f.extent) {
-            f.extent.clone()
-        } else if !spatial_loop(&f.body, f.var) {
-            break;
-        } else {
-            // `v = i` with `v < E` bounds the trip count by `E` when the loop starts at 0.
-            match iterator_bound(func, &f.body, f.var).filter(|_| f.min.as_int() == Some(0)) {
-                Some(b) => {
-                    sparse = true;
-                    b
-                }
-                None => break,
-            }
-        };
-        out.push(PointLoop { var: f.var, bound });
-        let mut next = match f.body.as_slice() {
-            [one] => one,
-            _ => break,
-        };
-        while let StmtKind::Block(b) = &next.kind {
-            match (b.init.as_ref(), b.body.as_slice()) {
-                (None, [one]) => next = one,
-                _ => return (out, sparse),
-            }
-        }
-        cur = next;
-    }
-    (out, sparse)
-}
-
-/// The scalar extent of an iterator of a block directly under a loop (through
-/// single-statement blocks) that is bound to exactly `v`.
-fn iterator_bound(func: &Func, body: &[Stmt], v: VarId) -> Option<Expr> {
-    let [one] = body else { return None };
-    let StmtKind::Block(b) = &one.kind else { return None };
-    b.iters
-        .iter()
-        .find(|it| it.binding == Expr::Var(v) && host_evaluable(func, &it.extent))
-        .map(|it| it.extent.clone())
-}
-
-/// Rewrites every accumulating store under `stmt` into `atomic_add`.
-fn make_atomic(stmt: &mut Stmt) {
-    if let StmtKind::Store { buffer, indices, value } = &stmt.kind {
-        if let Some(e) = sparsec_passes::accumulation(*buffer, indices, value) {
-            stmt.kind = StmtKind::Evaluate(Expr::AtomicAdd(*buffer, indices.clone(), Box::new(e)));
-        }
-        return;
-    }
-    for list in stmt.kind.child_lists_mut() {
-        list.iter_mut().for_each(make_atomic);
-    }
 }
 
 /// Evaluates an integer expression over scalar parameter values (`None` when it reads

@@ -43,10 +43,6 @@ pub enum RuntimeError {
     /// An integer division or remainder by zero happened (an error in the IR).
     #[error("kernel `{0}`: integer division by zero")]
     DivisionByZero(String),
-    /// A sparse row holds more entries than its axis extent (duplicate coordinates in an
-    /// unsorted axis), which the one-unit-per-point launch is bounded by.
-    #[error("kernel `{0}`: a sparse row holds more entries than its axis has coordinates (duplicates in an unsorted axis); the launch would skip some, so no result is returned")]
-    RowTooLong(String),
     /// A float value computed on a target that assumes finite floats (WGSL) was inf or NaN.
     #[error("kernel `{0}`: a value computed was inf or NaN, which WGSL does not define (implementations may assume finite floats), so the results are not trusted and none is returned; run it on interp, mlir-cpu or CUDA")]
     NonFinite(String),
@@ -122,9 +118,9 @@ pub struct LaunchShape {
     pub spill_x: bool,
 }
 
-/// Words of a launch's status buffer: \[loop cut short, ran, integer division by zero, row
-/// too long, value not finite, always zero\] (see `ExpandGen::set_status`).
-pub(crate) const STATUS_WORDS: usize = 6;
+/// Words of a launch's status buffer: \[loop cut short, ran, integer division by zero, value
+/// not finite, always zero\] (see `ExpandGen::set_status`).
+pub(crate) const STATUS_WORDS: usize = 5;
 
 /// Most cubes along one grid dimension that every runtime accepts.
 const MAX_GRID: u64 = 65_535;
@@ -443,12 +439,12 @@ impl CompiledProgram {
         for k in &self.kernels {
             let plan = k.plan();
             // A representative launch shape (scalars unknown): the per-tag extents that are
-            // literals, 1 otherwise; `PerIteration` uses the default cube size.
+            // literals, 1 otherwise.
             let shape = representative_shape(plan);
             let kernel = k.ir_kernel(&shape, Vec::new(), false, Guards::default(), None, Arc::new(target.clone()));
             let def = kernel.try_define()?;
             let src = guarded(|| compile(def).map_err(|e| RuntimeError::Server(e).into()))?;
-            out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(&k.program.func, plan)));
+            out.push_str(&format!("// kernel {}: {}\n", plan.name, describe_launch(plan)));
             out.push_str(&src);
             out.push('\n');
         }
@@ -462,19 +458,14 @@ fn representative_shape(k: &KernelPlan) -> LaunchShape {
             let f = |l: &Vec<sparsec_ir::Expr>| l.iter().filter_map(|e| e.as_int()).max().unwrap_or(1).max(1) as u32;
             [f(&extents[3]), f(&extents[4]), f(&extents[5])]
         }
-        LaunchPlan::PerIteration { .. } => [plan::DEFAULT_CUBE_DIM, 1, 1],
         LaunchPlan::Single => [1, 1, 1],
     };
     LaunchShape { cubes: [1, 1, 1], units, spill_x: false }
 }
 
-fn describe_launch(func: &sparsec_ir::Func, k: &KernelPlan) -> String {
+fn describe_launch(k: &KernelPlan) -> String {
     match &k.launch {
         LaunchPlan::Threads { .. } => "thread-bound loops".into(),
-        LaunchPlan::PerIteration { loops } => {
-            let names: Vec<&str> = loops.iter().map(|l| func.vars.try_get(l.var).map_or("?", |v| v.name.as_str())).collect();
-            format!("one unit per iteration of ({}), {} per cube", names.join(", "), plan::DEFAULT_CUBE_DIM)
-        }
         LaunchPlan::Single => "one unit".into(),
     }
 }
@@ -569,14 +560,6 @@ impl CompiledKernel {
         let eval = |e: &sparsec_ir::Expr| plan::host_eval(e, ints).ok_or_else(|| bad("an extent cannot be evaluated".into()));
         let (mut cubes, units) = match &k.launch {
             LaunchPlan::Single => ([1u64, 1, 1], [1u64, 1, 1]),
-            LaunchPlan::PerIteration { loops } => {
-                let mut n = 1u64;
-                for l in loops {
-                    n = n.saturating_mul(eval(&l.bound)?.max(0) as u64);
-                }
-                let d = plan::DEFAULT_CUBE_DIM as u64;
-                ([n.div_ceil(d).max(1), 1, 1], [d, 1, 1])
-            }
             LaunchPlan::Threads { extents } => {
                 let mut m = [1u64; 6];
                 for (i, list) in extents.iter().enumerate() {
@@ -584,7 +567,9 @@ impl CompiledKernel {
                         m[i] = m[i].max(eval(e)?.max(1) as u64);
                     }
                 }
-                ([m[0], m[1], m[2]], [m[3], m[4], m[5]])
+                // Loops bound to y or z beyond the grid stride over it (see `lower`).
+                let cap = plan::MAX_CUBES_YZ as u64;
+                ([m[0], m[1].min(cap), m[2].min(cap)], [m[3], m[4], m[5]])
             }
         };
         let total_units = units[0] * units[1] * units[2];
@@ -593,8 +578,7 @@ impl CompiledKernel {
         }
         let mut spill_x = false;
         if cubes[0] > MAX_GRID {
-            let uses_x = matches!(k.launch, LaunchPlan::PerIteration { .. })
-                || matches!(&k.launch, LaunchPlan::Threads { extents } if extents[1].is_empty() && extents[2].is_empty());
+            let uses_x = matches!(&k.launch, LaunchPlan::Threads { extents } if extents[1].is_empty() && extents[2].is_empty());
             if !uses_x {
                 return Err(bad(format!("{} cubes along x with y or z bound", cubes[0])));
             }
@@ -736,9 +720,6 @@ impl CompiledKernel {
             return Err(RuntimeError::DivisionByZero(name.clone()).into());
         }
         if word(3) != Some(0) {
-            return Err(RuntimeError::RowTooLong(name.clone()).into());
-        }
-        if word(4) != Some(0) {
             return Err(RuntimeError::NonFinite(name.clone()).into());
         }
         Ok(())

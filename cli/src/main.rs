@@ -43,7 +43,8 @@ enum Cmd {
         /// A schedule trace (JSON) to apply before and while lowering.
         #[arg(long)]
         schedule: Option<PathBuf>,
-        /// Applies the default CPU or GPU schedule when no `--schedule` is given.
+        /// Applies the default CPU or GPU schedule when no `--schedule` is given (GPU code
+        /// gets `gpu` unless another is named).
         #[arg(long, value_enum)]
         auto: Option<backends::Auto>,
         /// GPU architecture for `--emit ptx`.
@@ -137,6 +138,8 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 None if trace.is_some() => vec![loaded.func(None)?],
                 None => loaded.module.funcs.iter().collect(),
             };
+            // GPU code is scheduled: by the trace, else `--auto`, else the GPU default.
+            let auto = auto.or(Some(backends::Auto::Gpu));
             for f in funcs {
                 let lowered = backends::stage_iii(f, trace.as_ref(), auto)?;
                 out.push_str(&backends::emit(&lowered, emit, &chip)?);

@@ -48,7 +48,8 @@ pub struct RunArgs {
     /// A schedule trace (JSON) to apply before running at `--stage`.
     #[arg(long)]
     schedule: Option<PathBuf>,
-    /// Applies the default CPU or GPU schedule when no `--schedule` is given.
+    /// Applies the default CPU or GPU schedule when no `--schedule` is given (the GPU
+    /// backends get `gpu` unless another is named).
     #[arg(long, value_enum)]
     auto: Option<Auto>,
     /// Where to run.
@@ -95,7 +96,11 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         seed: a.seed,
     };
     let args = driver::bind_run(func, &spec)?;
-    let stages = match (&a.schedule, a.auto) {
+    // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
+    // would run in a single unit.
+    let gpu = matches!(a.backend, Backend::CubeclWgpu | Backend::CubeclCuda);
+    let auto = a.auto.or(gpu.then_some(Auto::Gpu));
+    let stages = match (&a.schedule, auto) {
         (None, None) => vec![driver::lower(func, stage)?],
         (Some(path), _) => driver::lower_scheduled(func, &driver::read_trace(path)?)?,
         (None, Some(auto)) => backends::auto_stages(func, auto)?,

@@ -17,7 +17,12 @@
 //!   different parents may share an output element, and [`gpu_full`] lowers the annotated
 //!   accumulations to `atomic_add`.
 //!
-//! Every step goes through the ordinary primitives, so the trace replays the result.
+//! * [`spread_atomic`] (after [`gpu`]): a serial loop that only adds atomically is bound to
+//!   `blockIdx.y` (or `blockIdx.x` in an unbound nest), so its iterations spread over cubes.
+//!
+//! Every step goes through the ordinary primitives, so the trace replays the result. These
+//! are the only places that decide where a GPU kernel runs in parallel: backends translate
+//! the bindings they are given and run an unbound nest in a single unit.
 
 use crate::error::ScheduleError;
 use crate::schedule::{BlockRv, Schedule};
@@ -148,7 +153,136 @@ pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
     if atomic {
         sch.lower_atomic()?;
     }
+    spread_atomic(sch)
+}
+
+/// Spreads serial loops whose iterations only add atomically over cubes (Stage II/III):
+/// in each top-level nest that binds no `blockIdx.y`/`z` and allocates no shared memory, the
+/// outermost serial loop with scalar bounds whose body writes global memory only through
+/// `atomic_add` (reading none of what it adds to, storing only into its own local buffers,
+/// binding no thread) is bound to `blockIdx.y`, or to `blockIdx.x` when the nest binds
+/// none, provided nothing outside it in the nest writes global memory (every cube runs that
+/// part again). One unit then never walks the whole loop: GPU drivers cap a unit's loop
+/// iterations (lavapipe: 65,535), and a serial walk is slow anyway.
+pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
+    sch.need_loop_stage("auto::spread_atomic")?;
+    let f = sch.func();
+    let mut targets: Vec<(String, VarId, ThreadTag)> = Vec::new();
+    for top in &f.body {
+        if !matches!(top.kind, StmtKind::For(_)) {
+            continue;
+        }
+        let mut tags = Vec::new();
+        let mut shared = false;
+        walk_stmts(std::slice::from_ref(top), &mut |s| match &s.kind {
+            StmtKind::For(l) => {
+                if let sparsec_ir::ForKind::Thread(t) = l.kind {
+                    tags.push(t);
+                }
+            }
+            StmtKind::Alloc(b) => shared |= f.buffers[*b].storage != sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local),
+            _ => {}
+        });
+        if shared || tags.iter().any(|t| matches!(t, ThreadTag::BlockIdxY | ThreadTag::BlockIdxZ)) {
+            continue;
+        }
+        let Some(l) = spreadable_loop(f, top) else { continue };
+        if global_writes(f, std::slice::from_ref(top)) != global_writes(f, &l.body) {
+            continue;
+        }
+        let Some(block) = first_blocks(&l.body).first().map(|b| b.name.clone()) else { continue };
+        let tag = if tags.contains(&ThreadTag::BlockIdxX) { ThreadTag::BlockIdxY } else { ThreadTag::BlockIdxX };
+        targets.push((block, l.var, tag));
+    }
+    for (block, var, tag) in targets {
+        let b = sch.get_block(&block)?;
+        for lp in sch.get_loops(b)? {
+            if sch.loop_var(lp)? == var {
+                // A loop the primitive refuses stays serial.
+                let _ = sch.bind(lp, tag);
+                break;
+            }
+        }
+    }
     Ok(())
+}
+
+/// Whether `e` depends only on literals and scalar parameters (a launch can size it).
+fn scalar_only(f: &Func, e: &Expr) -> bool {
+    let mut ok = true;
+    e.walk(&mut |x| match x {
+        Expr::Var(v) => ok &= f.params.iter().any(|p| p.kind == sparsec_ir::ParamKind::Scalar(*v)),
+        Expr::Load(..) | Expr::AtomicAdd(..) => ok = false,
+        _ => {}
+    });
+    ok
+}
+
+/// How many stores and `atomic_add`s in `stmts` write global memory.
+fn global_writes(f: &Func, stmts: &[Stmt]) -> usize {
+    use sparsec_ir::{Scope, Storage};
+    let global = |b: &sparsec_ir::BufferId| !matches!(f.buffers[*b].storage, Storage::Alloc(Scope::Local | Scope::Shared));
+    let mut n = 0;
+    walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            n += global(buffer) as usize;
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, ..) = x {
+                    n += global(b) as usize;
+                }
+            });
+        }
+    });
+    n
+}
+
+/// The outermost serial loop in `stmt` with scalar bounds whose iterations only add
+/// atomically (see [`spread_atomic`]).
+fn spreadable_loop<'a>(f: &Func, stmt: &'a Stmt) -> Option<&'a sparsec_ir::For> {
+    if let StmtKind::For(l) = &stmt.kind {
+        if l.kind == sparsec_ir::ForKind::Serial && scalar_only(f, &l.min) && scalar_only(f, &l.extent) && atomic_only(f, &l.body) {
+            return Some(l);
+        }
+    }
+    stmt.kind.child_lists().into_iter().flatten().find_map(|s| spreadable_loop(f, s))
+}
+
+/// Whether `body` writes global memory only through `atomic_add` (at least one), reads none
+/// of what it adds to, stores only into local buffers it allocates, and binds no thread.
+fn atomic_only(f: &Func, body: &[Stmt]) -> bool {
+    use std::collections::BTreeSet;
+    let mut own = BTreeSet::new();
+    let (mut added, mut loaded) = (BTreeSet::new(), BTreeSet::new());
+    let mut ok = true;
+    walk_stmts(body, &mut |s| {
+        match &s.kind {
+            StmtKind::Alloc(b) => {
+                own.insert(*b);
+            }
+            StmtKind::For(l) if matches!(l.kind, sparsec_ir::ForKind::Thread(_)) => ok = false,
+            _ => {}
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| match x {
+                Expr::Load(b, _) => {
+                    loaded.insert(*b);
+                }
+                Expr::AtomicAdd(b, _, _) => {
+                    added.insert(*b);
+                }
+                _ => {}
+            });
+        }
+    });
+    walk_stmts(body, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            ok &= own.contains(buffer) && f.buffers[*buffer].storage == sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local);
+        }
+    });
+    let storage = |b: &sparsec_ir::BufferId| f.buffers[*b].storage;
+    ok && !added.is_empty() && !added.iter().any(|a| loaded.iter().any(|l| storage(l) == storage(a)))
 }
 
 /// The whole CPU default on a schedule at any stage: `lower_sparse_iter` at Stage I, then

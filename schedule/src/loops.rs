@@ -313,7 +313,9 @@ impl Schedule {
             }
             _ => {}
         }
-        if kind != ForKind::Unrolled {
+        // A body that writes only through `atomic_add` (and into buffers it allocates) may
+        // drive reduce iterators: its additions commute.
+        if kind != ForKind::Unrolled && !(kind != ForKind::Vectorized && only_atomic_writes(&g, &l.body)) {
             let action = match kind {
                 ForKind::Parallel => "parallelized",
                 ForKind::Vectorized => "vectorized",
@@ -345,4 +347,31 @@ impl Schedule {
         self.record(primitive, inputs, vec![]);
         Ok(())
     }
+}
+
+/// Whether `body` writes memory only through `atomic_add` (at least once) into buffers it
+/// (or buffers sharing their storage) never reads otherwise, apart from stores into buffers it allocates itself.
+fn only_atomic_writes(g: &Func, body: &[Stmt]) -> bool {
+    let mut own = Vec::new();
+    let (mut added, mut loaded) = (Vec::new(), Vec::new());
+    let mut other = false;
+    walk_stmts(body, &mut |s| {
+        if let StmtKind::Alloc(b) = &s.kind {
+            own.push(*b);
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| match x {
+                Expr::AtomicAdd(b, ..) => added.push(*b),
+                Expr::Load(b, _) => loaded.push(*b),
+                _ => {}
+            });
+        }
+    });
+    walk_stmts(body, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            other |= !own.contains(buffer);
+        }
+    });
+    let storage = |b: &sparsec_ir::BufferId| g.buffers[*b].storage;
+    !added.is_empty() && !other && !added.iter().any(|a| loaded.iter().any(|l| storage(l) == storage(a)))
 }

@@ -95,7 +95,8 @@ pub fn hyb_decomposed(widths: &[i64]) -> sparsec::ir::Func {
 
 /// The hyb GPU schedule of `examples/hyb.trace.json`: per bucket one ELL row per block and
 /// the features across threads, atomic accumulation into C, the bucket kernels fused into
-/// one launch; lowered to Stage III.
+/// one launch; the bucket rewrites and the zeroing of C on the GPU default (another launch);
+/// lowered to Stage III.
 pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
     let mut sch = Schedule::new(g).unwrap();
     sch.lower_sparse_iter().unwrap();
@@ -109,6 +110,8 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
         sch.annotate(inner, "atomic", sparsec::ir::AttrValue::Bool(true)).unwrap();
     }
     sch.lower_atomic().unwrap();
+    // The bucket rewrites and the zeroing of C: the GPU default (128 units per block).
+    sparsec::schedule::auto::gpu(&mut sch, 128).unwrap();
     sch.horizontal_fusion().unwrap();
     sch.lower_sparse_buffer().unwrap();
     sch

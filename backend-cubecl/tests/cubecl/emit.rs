@@ -6,10 +6,15 @@ use sparsec_backend_cubecl::{compile, emit_cubecl, emit_cuda, emit_wgsl};
 use sparsec_ir::data::Array;
 use sparsec_testkit as tk;
 
+/// Workload `name` with the default GPU schedule (what `sparsec lower --emit cubecl` prints).
+fn scheduled(name: &str) -> sparsec_ir::Func {
+    sparsec_schedule::auto::gpu_schedule(&workload(name), 64).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 #[test]
 fn cubecl_snapshots() {
     for name in ["csrmm", "sddmm", "bsrmm"] {
-        let text = emit_cubecl(&workload(name)).unwrap();
+        let text = emit_cubecl(&scheduled(name)).unwrap();
         insta::with_settings!({ snapshot_path => "../snapshots", prepend_module_to_snapshot => false }, {
             insta::assert_snapshot!(format!("emit_cubecl_{name}"), text);
         });
@@ -23,12 +28,12 @@ fn fixture_path(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixture/src/{name}.rs"))
 }
 
-/// The fixture crate's sources are `emit_cubecl` of their workloads; `SPARSEC_BLESS=1`
-/// rewrites them.
+/// The fixture crate's sources are `emit_cubecl` of their workloads with the default GPU
+/// schedule; `SPARSEC_BLESS=1` rewrites them.
 #[test]
 fn fixture_is_in_sync() {
     for name in VENDORED {
-        let text = emit_cubecl(&workload(name)).unwrap();
+        let text = emit_cubecl(&scheduled(name)).unwrap();
         let path = fixture_path(name);
         if std::env::var("SPARSEC_BLESS").is_ok_and(|v| v == "1") {
             std::fs::write(&path, &text).unwrap();
@@ -78,7 +83,7 @@ fn fixture_matrices() -> Vec<(String, tk::Mat)> {
 #[test]
 fn fixture_runs_like_the_runtime_kernels() {
     let client = client();
-    let prog = compile(&workload("csrmm")).unwrap();
+    let prog = sparsec_backend_cubecl::compile_with_structure(&scheduled("csrmm"), &workload("csrmm")).unwrap();
     for (mname, m) in fixture_matrices() {
         let c = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(7)).unwrap();
         let want = prog.run(&client, &c.args).unwrap();
@@ -92,8 +97,8 @@ fn fixture_runs_like_the_runtime_kernels() {
     }
 }
 
-/// The vendored rgcn_hetero_forward rendering (one unit per sparse point, atomic adds) gives
-/// the oracle's numbers.
+/// The vendored rgcn_hetero_forward rendering (relation × row over threads, the atomic loop
+/// over `blockIdx.y`) gives the oracle's numbers.
 #[test]
 fn fixture_rgcn_hetero_matches_the_oracle() {
     let client = client();

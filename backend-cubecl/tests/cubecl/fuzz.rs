@@ -1,5 +1,5 @@
-//! Random Stage-I programs (`sparsec_testkit::fuzz`) run unscheduled on wgpu against the
-//! interpreter. Arguments the Stage-I checks refuse, and runs refused at launch (lavapipe's
+//! Random Stage-I programs (`sparsec_testkit::fuzz`) run on wgpu, unscheduled (one unit per
+//! nest) and with the GPU default schedule, against the interpreter. Arguments the Stage-I checks refuse, and runs refused at launch (lavapipe's
 //! loop limit, division by zero), are clean refusals; anything else that differs fails.
 //! `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed.
 
@@ -51,9 +51,17 @@ fn random_programs_agree_with_the_interpreter() {
                 prog.run(client, args).map_err(|e| e.to_string())
             }),
         ));
+        runner.backends.push((
+            "cubecl-wgpu (auto gpu)".into(),
+            Box::new(move |_, args| {
+                let s = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
+                let prog = compile_with_structure(&s, f1).map_err(|e| e.to_string())?;
+                prog.run(client, args).map_err(|e| e.to_string())
+            }),
+        ));
         match runner.check(&case) {
             Outcome::Agree => agree += 1,
-            Outcome::Failure(why) if why.starts_with("cubecl-wgpu fails") && REFUSALS.iter().any(|r| why.contains(r)) => {
+            Outcome::Failure(why) if why.starts_with("cubecl-wgpu") && why.contains(" fails") && REFUSALS.iter().any(|r| why.contains(r)) => {
                 refused += 1;
                 let r = REFUSALS.iter().find(|r| why.contains(*r)).copied().unwrap_or("?");
                 *reasons.entry(r).or_insert(0usize) += 1;
