@@ -59,3 +59,39 @@ fn faults_are_reported_instead_of_run() {
     // The unchecked program fails in the interpreter where the checked one reports.
     assert!(sparsec::interp::run(&csrmm_with("B[j, k - 1]"), &args).is_err());
 }
+
+/// A `while` whose condition never turns false: the interpreter stops it at its limit with an
+/// error, and checked code reports a runaway fault instead of hanging.
+#[test]
+fn runaway_while_loops_are_stopped() {
+    let text = "func spin(b: handle, n: i32) stage III {
+  buffer B = match_buffer(b, [n], f32)
+  while B[0] < 1.0 {
+    B[1] = B[1] + 1.0
+  }
+}
+";
+    let f = sparsec::ir::text::parse_func("spin.sptir", text).unwrap_or_else(|e| panic!("{e}"));
+    let mut args = Args::new();
+    args.array("b", Array::F32(vec![0.0; 2])).int("n", 2);
+    let opts = sparsec::interp::Options { max_while: 1000, ..Default::default() };
+    match sparsec::interp::run_with(&f, &args, &opts) {
+        Err(sparsec::interp::InterpError::WhileLimit { limit: 1000, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    let (g, sites) = sparsec_passes::insert_checks_with(&f, 1000).unwrap();
+    args.array(FAULT_PARAM, Array::I64(vec![0; 3]));
+    let out = sparsec::interp::run(&g, &args).unwrap();
+    let Some(Array::I64(fault)) = out.arrays.get(FAULT_PARAM) else { panic!("no fault array") };
+    assert!(matches!(Fault::decode(&sites, fault), Some(Fault::WhileLimit { limit: 1000, .. })), "{fault:?}");
+    // The loop body ran exactly the limit.
+    assert_eq!(common::output_f32(&out, "b")[1], 1000.0);
+    // A loop that ends (the body sets the condition) runs to the end, checked or not.
+    let ends = text.replace("B[1] = B[1] + 1.0", "B[0] = B[0] + 0.25");
+    let f = sparsec::ir::text::parse_func("ends.sptir", &ends).unwrap();
+    let (g, sites) = sparsec_passes::insert_checks_with(&f, 1000).unwrap();
+    let out = sparsec::interp::run(&g, &args).unwrap();
+    let Some(Array::I64(fault)) = out.arrays.get(FAULT_PARAM) else { panic!("no fault array") };
+    assert_eq!(Fault::decode(&sites, fault), None);
+    assert_eq!(common::output_f32(&out, "b")[0], 1.0);
+}

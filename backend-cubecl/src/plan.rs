@@ -100,19 +100,10 @@ fn unsupported<T>(msg: impl Into<String>) -> Result<T, PlanError> {
     Err(PlanError::Unsupported(msg.into()))
 }
 
-/// Whether an expression depends only on literals and scalar parameters.
+/// Whether an expression depends only on literals and scalar parameters
+/// ([`Func::scalar_only`]).
 pub fn host_evaluable(func: &Func, e: &Expr) -> bool {
-    let scalars: Vec<VarId> = func.params.iter().filter_map(|p| match p.kind {
-        ParamKind::Scalar(v) => Some(v),
-        ParamKind::Handle => None,
-    }).collect();
-    let mut ok = true;
-    e.walk(&mut |x| match x {
-        Expr::Var(v) => ok &= scalars.contains(v),
-        Expr::Load(..) | Expr::AtomicAdd(..) => ok = false,
-        _ => {}
-    });
-    ok
+    func.scalar_only(e)
 }
 
 /// Plans the kernels of a Stage-III function.

@@ -151,9 +151,9 @@ fn dense_shape(func: &sparsec::ir::Func, b: sparsec::ir::BufferId, out: &sparsec
                 return None;
             }
             match &axis.length {
-                sparsec::ir::Expr::Int(v, _) => Some(*v as u64),
+                sparsec::ir::Expr::Int(v, _) => u64::try_from(*v).ok(),
                 sparsec::ir::Expr::Var(v) => match out.scalars.get(&func.vars[*v].name)? {
-                    sparsec::ir::data::Scalar::Int(x) => Some(*x as u64),
+                    sparsec::ir::data::Scalar::Int(x) => u64::try_from(*x).ok(),
                     _ => None,
                 },
                 _ => None,

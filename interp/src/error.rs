@@ -179,6 +179,15 @@ pub enum InterpError {
         /// The loop that ran out.
         span: Span,
     },
+    /// A `while` whose condition still held after [`sparsec_ir::MAX_WHILE_ITERATIONS`]
+    /// iterations of one execution.
+    #[error("the `while` loop ran {limit} iterations and its condition still holds (a runaway loop)")]
+    WhileLimit {
+        /// The limit.
+        limit: i64,
+        /// The loop.
+        span: Span,
+    },
     /// A size or offset computation overflowed, or an extent is negative.
     #[error("bad size: {message}")]
     BadSize {
@@ -217,6 +226,7 @@ impl InterpError {
             | InterpError::Type { span, .. }
             | InterpError::UnboundVar { span, .. }
             | InterpError::FuelExhausted { span, .. }
+            | InterpError::WhileLimit { span, .. }
             | InterpError::BadSize { span, .. }
             | InterpError::Invalid { span, .. } => *span,
         }

@@ -79,7 +79,12 @@ impl<'f> Machine<'f> {
                 }
             }
             StmtKind::While { cond, body } => {
+                let mut n = 0i64;
                 while self.eval_bool(cond, span)? {
+                    if n == self.max_while {
+                        return Err(InterpError::WhileLimit { limit: n, span }.into());
+                    }
+                    n += 1;
                     self.tick(span)?;
                     self.exec_list(body)?;
                 }

@@ -76,11 +76,14 @@ use sparsec_ir::{BufferId, Func, ParamKind, Storage};
 pub struct Options {
     /// Loop steps allowed before the run fails with [`InterpError::FuelExhausted`].
     pub max_steps: u64,
+    /// Iterations of one execution of a `while` before the run fails with
+    /// [`InterpError::WhileLimit`]; [`sparsec_ir::MAX_WHILE_ITERATIONS`] by default.
+    pub max_while: i64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 1 << 36 }
+        Options { max_steps: 1 << 36, max_while: sparsec_ir::MAX_WHILE_ITERATIONS }
     }
 }
 
@@ -102,6 +105,7 @@ pub fn run_with(func: &Func, args: &Args, opts: &Options) -> Result<Args, Interp
 
 fn run_boxed(func: &Func, args: &Args, opts: &Options) -> machine::Result<Args> {
     let mut m = Machine::new(func, args, opts.max_steps)?;
+    m.max_while = opts.max_while;
     m.check_arrays()?;
     m.alloc_function_buffers()?;
     m.exec_list(&func.body)?;

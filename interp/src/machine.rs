@@ -82,6 +82,8 @@ pub(crate) struct Active {
 pub(crate) struct Machine<'f> {
     pub(crate) func: &'f Func,
     pub(crate) max_steps: u64,
+    /// Iterations of one `while` execution allowed.
+    pub(crate) max_while: i64,
     pub(crate) steps: u64,
     /// Values by [`VarId`]; `None` when unbound.
     pub(crate) vars: Vec<Option<Value>>,
@@ -108,6 +110,7 @@ impl<'f> Machine<'f> {
         let mut m = Machine {
             func,
             max_steps,
+            max_while: sparsec_ir::MAX_WHILE_ITERATIONS,
             steps: 0,
             vars: vec![None; func.vars.len()],
             iters: vec![None; func.vars.len()],

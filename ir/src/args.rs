@@ -301,6 +301,13 @@ impl Checker<'_> {
                     self.ranges.insert(*var, r);
                 }
             }
+            // Compiled code runs a `while` without counting (only `--checked` stops a runaway).
+            StmtKind::While { .. } => {
+                return Err(ArgsError::Access {
+                    span: s.span,
+                    message: "the iterations of this `while` loop cannot be bounded".into(),
+                })
+            }
             StmtKind::SpIter(it) => {
                 let axes: Vec<AxisId> = it.axes.iter().flat_map(|a| a.axes()).collect();
                 for (&v, a) in it.vars.iter().zip(axes) {

@@ -6,6 +6,11 @@ use crate::span::Span;
 use crate::types::{AxisKind, DType, ForKind, IterKind, Scope, Stage};
 use indexmap::IndexMap;
 
+
+/// Most iterations of one execution of a `while` loop (searches need about 64): a loop
+/// whose condition still holds after this many is a runaway, reported instead of hanging.
+pub const MAX_WHILE_ITERATIONS: i64 = 1 << 24;
+
 /// Handle of a scalar variable in [`Func::vars`].
 pub type VarId = Handle<Var>;
 /// Handle of an axis in [`Func::axes`].
@@ -323,7 +328,9 @@ pub enum StmtKind {
         /// Other branch (may be empty).
         else_body: Vec<Stmt>,
     },
-    /// `while cond { body }`
+    /// `while cond { body }`. One execution runs at most [`MAX_WHILE_ITERATIONS`] times:
+    /// a condition still true after that many is an error at every stage and on every
+    /// backend (the interpreter; compiled code with `--checked`).
     While {
         /// Condition (bool), checked before each iteration.
         cond: Expr,
@@ -409,6 +416,18 @@ impl Func {
             ParamKind::Scalar(v) => Some(v),
             ParamKind::Handle => None,
         }
+    }
+
+    /// Whether `e` depends only on literals and scalar parameters (a host can evaluate it
+    /// from the arguments, as launch sizes need).
+    pub fn scalar_only(&self, e: &Expr) -> bool {
+        let mut ok = true;
+        e.walk(&mut |x| match x {
+            Expr::Var(v) => ok &= self.params.iter().any(|p| p.kind == ParamKind::Scalar(*v)),
+            Expr::Load(..) | Expr::AtomicAdd(..) => ok = false,
+            _ => {}
+        });
+        ok
     }
 
     /// Adds a variable.

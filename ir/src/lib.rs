@@ -29,7 +29,7 @@ pub use expr::{BinOp, Expr, Intrinsic, UnOp};
 pub use func::{
     walk_stmts, AttrValue, Attrs, Axis, AxisId, Block, BlockIter, Buffer, BufferId, For, Func,
     Layout, Module, Param, ParamId, ParamKind, Region, RegionRange, SpIter, SpIterAxis, Stmt,
-    StmtKind, Storage, Var, VarId,
+    StmtKind, Storage, Var, VarId, MAX_WHILE_ITERATIONS,
 };
 pub use span::{Location, SourceFile, Span};
 pub use types::{AxisKind, DType, ForKind, IterKind, Scope, Stage, ThreadTag};

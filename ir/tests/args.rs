@@ -112,3 +112,25 @@ fn iterations_without_points_are_not_checked() {
     args.int("m", 1).array("t", Array::I32(vec![9])).array("c", Array::F32(vec![0.0]));
     refused(check_accesses(&f, &args), "takes values in 9..=9");
 }
+
+/// A hand-written `while` cannot be bounded: compiled code would run it uncounted.
+#[test]
+fn while_loops_are_refused() {
+    let f = parse_func(
+        "w.sptir",
+        "func w(b: handle) stage III {
+  buffer B = match_buffer(b, [2], f32)
+  while B[0] < 1.0 {
+    B[1] = B[1] + 1.0
+  }
+}
+",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut args = Args::new();
+    args.array("b", Array::F32(vec![0.0; 2]));
+    match check_accesses(&f, &args) {
+        Err(ArgsError::Access { message, .. }) => assert!(message.contains("`while`"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}

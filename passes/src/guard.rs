@@ -9,7 +9,8 @@
 //! parameter ([`FAULT_PARAM`], three `i64`s: site + 1, the offending index or 0 for a
 //! division, the length); after the run a non-zero first element means the run failed, and
 //! [`Site`] says where. A `let` or a `while` condition that needs checks goes through a
-//! one-element local buffer so that its value can be computed under a guard.
+//! one-element local buffer so that its value can be computed under a guard. Every `while`
+//! also counts its iterations and stops with a fault at [`sparsec_ir::MAX_WHILE_ITERATIONS`].
 
 use crate::build::{self, Namer};
 use crate::PassError;
@@ -20,11 +21,22 @@ use sparsec_ir::{DType, Scope, Span, Stage};
 /// The parameter that receives the first fault of a checked run.
 pub const FAULT_PARAM: &str = "sparsec_fault";
 
+/// What a check guards.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SiteKind {
+    /// An access to the named buffer.
+    Access(String),
+    /// An integer division.
+    Division,
+    /// The iteration count of a `while` loop.
+    WhileLimit,
+}
+
 /// One checked operation: what it is and the statement it belongs to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Site {
-    /// `Some(buffer name)` for an access, `None` for an integer division.
-    pub buffer: Option<String>,
+    /// What is checked.
+    pub kind: SiteKind,
     /// The statement (its Stage-I span where lowering kept it).
     pub span: Span,
 }
@@ -50,6 +62,14 @@ pub enum Fault {
         /// The statement.
         span: Span,
     },
+    /// A `while` whose condition still held after [`sparsec_ir::MAX_WHILE_ITERATIONS`].
+    #[error("the `while` loop ran {limit} iterations and its condition still holds (a runaway loop)")]
+    WhileLimit {
+        /// The limit.
+        limit: i64,
+        /// The loop.
+        span: Span,
+    },
 }
 
 impl Fault {
@@ -57,16 +77,17 @@ impl Fault {
     pub fn decode(sites: &[Site], fault: &[i64]) -> Option<Fault> {
         let site = sites.get(usize::try_from(*fault.first()?).ok()?.checked_sub(1)?)?;
         let (index, len) = (fault.get(1).copied().unwrap_or(0), fault.get(2).copied().unwrap_or(0));
-        Some(match &site.buffer {
-            Some(buffer) => Fault::OutOfBounds { buffer: buffer.clone(), index, len, span: site.span },
-            None => Fault::DivisionByZero { span: site.span },
+        Some(match &site.kind {
+            SiteKind::Access(buffer) => Fault::OutOfBounds { buffer: buffer.clone(), index, len, span: site.span },
+            SiteKind::Division => Fault::DivisionByZero { span: site.span },
+            SiteKind::WhileLimit => Fault::WhileLimit { limit: index, span: site.span },
         })
     }
 
     /// The statement that faulted.
     pub fn span(&self) -> Span {
         match self {
-            Fault::OutOfBounds { span, .. } | Fault::DivisionByZero { span } => *span,
+            Fault::OutOfBounds { span, .. } | Fault::DivisionByZero { span } | Fault::WhileLimit { span, .. } => *span,
         }
     }
 }
@@ -74,6 +95,12 @@ impl Fault {
 /// Adds the checks to a Stage-III function. Returns the checked function and its sites (the
 /// fault array's first element indexes them, from 1).
 pub fn insert_checks(f: &Func) -> Result<(Func, Vec<Site>), PassError> {
+    insert_checks_with(f, sparsec_ir::MAX_WHILE_ITERATIONS)
+}
+
+/// [`insert_checks`] with `while` loops stopped after `max_while` iterations (tests use
+/// small limits).
+pub fn insert_checks_with(f: &Func, max_while: i64) -> Result<(Func, Vec<Site>), PassError> {
     if f.stage != Stage::III {
         return Err(PassError::WrongStage { pass: "insert_checks", expected: Stage::III, found: f.stage });
     }
@@ -91,7 +118,7 @@ pub fn insert_checks(f: &Func) -> Result<(Func, Vec<Site>), PassError> {
         default: None,
         span: Span::NONE,
     });
-    let mut c = Checker { f: out.clone(), fault, sites: Vec::new(), namer };
+    let mut c = Checker { f: out.clone(), fault, sites: Vec::new(), namer, max_while };
     let body = std::mem::take(&mut out.body);
     out.body = c.list(body)?;
     // Locals made for `let`s and `while` conditions.
@@ -115,6 +142,8 @@ struct Checker {
     fault: BufferId,
     sites: Vec<Site>,
     namer: Namer,
+    /// Iterations after which a `while` is a runaway.
+    max_while: i64,
 }
 
 impl Checker {
@@ -147,12 +176,10 @@ impl Checker {
                 Ok(vec![alloc, self.guard(checks, set), Stmt { kind: StmtKind::Let { var, value: read }, span }])
             }
             StmtKind::While { cond, body } => {
-                let checks = self.checks(std::slice::from_ref(&cond), &[], span);
-                if checks.is_empty() {
-                    return Ok(vec![Stmt { kind: StmtKind::While { cond, body }, span }]);
-                }
-                // while c { b }  →  alloc t[1]; guarded t[0] = c; while t[0] { b; guarded t[0] = c }
-                let (alloc, t) = self.local(DType::Bool, "cond");
+                // while c { b }  →  alloc t[1], n[1]; n[0] = 0; guarded t[0] = c;
+                //   while t[0] { if n[0] == LIMIT { fault; t[0] = false } else { n[0] += 1; b; guarded t[0] = c } }
+                let (alloc_t, t) = self.local(DType::Bool, "cond");
+                let (alloc_n, n) = self.local(DType::I64, "count");
                 let set = |this: &mut Self| {
                     let s = Stmt {
                         kind: StmtKind::Store { buffer: t, indices: vec![zero_i32()], value: cond.clone() },
@@ -161,13 +188,26 @@ impl Checker {
                     let checks = this.checks(std::slice::from_ref(&cond), &[], span);
                     // A fault leaves the condition false, so the loop ends.
                     let stop = build::store(t, vec![zero_i32()], Expr::Bool(false));
-                    this.guard_else(checks, s, vec![stop])
+                    if checks.is_empty() { s } else { this.guard_else(checks, s, vec![stop]) }
                 };
                 let first = set(self);
-                let mut body = body;
-                body.push(set(self));
-                let w = Stmt { kind: StmtKind::While { cond: Expr::Load(t, vec![zero_i32()]), body }, span };
-                Ok(vec![alloc, first, w])
+                let count = Expr::Load(n, vec![zero_i32()]);
+                let limit = Expr::Int(self.max_while, DType::I64);
+                self.sites.push(Site { kind: SiteKind::WhileLimit, span });
+                let site = self.sites.len() as i64;
+                let runaway = vec![
+                    self.set_fault(0, Expr::Int(site, DType::I64)),
+                    self.set_fault(1, limit.clone()),
+                    self.set_fault(2, Expr::Int(0, DType::I64)),
+                    build::store(t, vec![zero_i32()], Expr::Bool(false)),
+                ];
+                let mut step = vec![build::store(n, vec![zero_i32()], Expr::binary(BinOp::Add, count.clone(), Expr::Int(1, DType::I64)))];
+                step.extend(body);
+                step.push(set(self));
+                let check = build::stmt(StmtKind::If { cond: Expr::binary(BinOp::Eq, count, limit), then_body: runaway, else_body: step });
+                let w = Stmt { kind: StmtKind::While { cond: Expr::Load(t, vec![zero_i32()]), body: vec![check] }, span };
+                let zero = build::store(n, vec![zero_i32()], Expr::Int(0, DType::I64));
+                Ok(vec![alloc_t, alloc_n, zero, first, w])
             }
             kind => {
                 let store_target = match &kind {
@@ -254,7 +294,7 @@ impl Checker {
                     return;
                 }
                 let dt = self.f.expr_dtype(d);
-                self.sites.push(Site { buffer: None, span });
+                self.sites.push(Site { kind: SiteKind::Division, span });
                 out.push(Check {
                     ok: Expr::binary(BinOp::Ne, (**d).clone(), Expr::Int(0, dt)),
                     site: self.sites.len(),
@@ -289,7 +329,7 @@ impl Checker {
             Expr::binary(BinOp::Ge, i.clone(), Expr::Int(0, d)),
             Expr::binary(BinOp::Lt, i.clone(), len.clone()),
         );
-        self.sites.push(Site { buffer: Some(buf.name.clone()), span });
+        self.sites.push(Site { kind: SiteKind::Access(buf.name.clone()), span });
         out.push(Check { ok, site: self.sites.len(), index: i.clone(), len });
     }
 

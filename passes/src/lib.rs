@@ -27,7 +27,7 @@ pub use decompose::{
     group_coo_rule, hyb_rules, nm_2_4_rule, padding_rule, remove_preprocess, sr_bcrs_rule,
     DecomposeError, FormatRewriteRule, IndexMap,
 };
-pub use guard::{insert_checks, Fault, Site, FAULT_PARAM};
+pub use guard::{insert_checks, insert_checks_with, Fault, Site, SiteKind, FAULT_PARAM};
 pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;
 pub use lower_iter::lower_sparse_iter;

@@ -207,17 +207,6 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
     Ok(())
 }
 
-/// Whether `e` depends only on literals and scalar parameters (a launch can size it).
-fn scalar_only(f: &Func, e: &Expr) -> bool {
-    let mut ok = true;
-    e.walk(&mut |x| match x {
-        Expr::Var(v) => ok &= f.params.iter().any(|p| p.kind == sparsec_ir::ParamKind::Scalar(*v)),
-        Expr::Load(..) | Expr::AtomicAdd(..) => ok = false,
-        _ => {}
-    });
-    ok
-}
-
 /// How many stores and `atomic_add`s in `stmts` write global memory.
 fn global_writes(f: &Func, stmts: &[Stmt]) -> usize {
     use sparsec_ir::{Scope, Storage};
@@ -242,7 +231,7 @@ fn global_writes(f: &Func, stmts: &[Stmt]) -> usize {
 /// atomically (see [`spread_atomic`]).
 fn spreadable_loop<'a>(f: &Func, stmt: &'a Stmt) -> Option<&'a sparsec_ir::For> {
     if let StmtKind::For(l) = &stmt.kind {
-        if l.kind == sparsec_ir::ForKind::Serial && scalar_only(f, &l.min) && scalar_only(f, &l.extent) && atomic_only(f, &l.body) {
+        if l.kind == sparsec_ir::ForKind::Serial && f.scalar_only(&l.min) && f.scalar_only(&l.extent) && atomic_only(f, &l.body) {
             return Some(l);
         }
     }

@@ -1130,7 +1130,7 @@ impl Runner<'_> {
             Err(e @ PassError::Unsupported { .. }) => return Outcome::Unsupported(e.to_string()),
             Err(e) => return Outcome::Failure(format!("lowering: {e}")),
         };
-        let opts = Options { max_steps: self.max_steps };
+        let opts = Options { max_steps: self.max_steps, ..Options::default() };
         let mut runs: Vec<(String, Result<Args, String>)> = Vec::new();
         for f in std::iter::once(f1).chain(&stages) {
             let r = catch_unwind(AssertUnwindSafe(|| interp::run_with(f, args, &opts)));

@@ -2,7 +2,7 @@
 //! against the run-time kernels, WGSL and CUDA output.
 
 use super::common::{client, workload};
-use sparsec_backend_cubecl::{compile, emit_cubecl, emit_cuda, emit_wgsl};
+use sparsec_backend_cubecl::{emit_cubecl, emit_cuda, emit_wgsl};
 use sparsec_ir::data::Array;
 use sparsec_testkit as tk;
 
