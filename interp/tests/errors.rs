@@ -259,14 +259,14 @@ func f(x: handle) stage III {
 "#;
     let mut args = Args::new();
     args.array("x", Array::I32(vec![0]));
-    let err = run_with(&parse(src), &args, &Options { max_steps: 1000 }).unwrap_err();
+    let err = run_with(&parse(src), &args, &Options { max_steps: 1000, ..Default::default() }).unwrap_err();
     assert_eq!(err, InterpError::FuelExhausted { max_steps: 1000, span: err.span() });
     assert_eq!(line_of(src, err.span()), line_containing(src, "while"));
 
     // Loops count too.
-    let err = run_with(&parse(FLAT), &flat_args(4, 0), &Options { max_steps: 3 }).unwrap_err();
+    let err = run_with(&parse(FLAT), &flat_args(4, 0), &Options { max_steps: 3, ..Default::default() }).unwrap_err();
     assert!(matches!(err, InterpError::FuelExhausted { max_steps: 3, .. }), "{err}");
-    assert!(run_with(&parse(FLAT), &flat_args(4, 0), &Options { max_steps: 4 }).is_ok());
+    assert!(run_with(&parse(FLAT), &flat_args(4, 0), &Options { max_steps: 4, ..Default::default() }).is_ok());
 }
 
 #[test]

@@ -18,6 +18,7 @@ pub mod data;
 pub mod dsl;
 pub mod expr;
 pub mod func;
+pub mod injective;
 pub mod span;
 pub mod text;
 pub mod types;

@@ -118,13 +118,17 @@ pub fn insert_checks_with(f: &Func, max_while: i64) -> Result<(Func, Vec<Site>),
         default: None,
         span: Span::NONE,
     });
+    // Any point may record a fault: the record is exempt from the kind rules.
+    let record = out.buffers[fault].name.clone();
+    out.attrs.insert(sparsec_ir::verify::FAULT_RECORD_ATTR.to_string(), sparsec_ir::AttrValue::Str(record));
     let mut c = Checker { f: out.clone(), fault, sites: Vec::new(), namer, max_while };
     let body = std::mem::take(&mut out.body);
     out.body = c.list(body)?;
     // Locals made for `let`s and `while` conditions.
     out.buffers = c.f.buffers;
     out.vars = c.f.vars;
-    sparsec_ir::verify::verify_func(&out).map_err(|errors| PassError::InvalidOutput { pass: "insert_checks", errors })?;
+    sparsec_ir::verify::verify_func(&out)
+        .map_err(|errors| PassError::InvalidOutput { pass: "insert_checks", errors })?;
     Ok((out, c.sites))
 }
 
@@ -216,7 +220,9 @@ impl Checker {
                 };
                 // A block's regions describe; only its iterator bindings and extents run.
                 let exprs: Vec<Expr> = match &kind {
-                    StmtKind::Block(b) => b.iters.iter().flat_map(|it| [it.extent.clone(), it.binding.clone()]).collect(),
+                    StmtKind::Block(b) => {
+                        b.iters.iter().flat_map(|it| [it.extent.clone(), it.binding.clone()]).collect()
+                    }
                     k => k.exprs().into_iter().cloned().collect(),
                 };
                 let target: Vec<(BufferId, Vec<Expr>)> = store_target.into_iter().collect();

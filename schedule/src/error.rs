@@ -291,6 +291,19 @@ pub enum ScheduleError {
         /// `parallelized`, `vectorized` or `bound`.
         action: &'static str,
     },
+    /// A loop whose iterations are not proven independent: a statement under it may race
+    /// with the same statement of another iteration.
+    #[error("loop `{loop_var}` cannot be {action}: {why}")]
+    NotIndependent {
+        /// The loop.
+        loop_var: String,
+        /// The buffer of the racy access.
+        buffer: String,
+        /// Why no proof was found, naming the statement.
+        why: String,
+        /// `parallelized`, `vectorized` or `bound`.
+        action: &'static str,
+    },
     /// `decompose_reduction` of a block without `init`.
     #[error("block `{block}` has no init to decompose")]
     NoInit {

@@ -8,7 +8,8 @@ use crate::schedule::{stale, LoopRv, Schedule, Target};
 use crate::trace::TraceArg;
 use crate::tree::{self, Fresh, Path};
 use sparsec_ir::expr::{BinOp, Expr};
-use sparsec_ir::func::{Attrs, For, Func, Stmt, StmtKind, VarId};
+use sparsec_ir::func::{Attrs, BufferId, For, Func, Stmt, StmtKind, VarId};
+use sparsec_ir::injective::{self, Role};
 use sparsec_ir::{walk_stmts, ForKind, IterKind, ThreadTag};
 use sparsec_passes::build::{cast_to, int};
 use sparsec_passes::simplify::simplify_expr;
@@ -101,8 +102,7 @@ impl Schedule {
         let extents: Vec<Expr> =
             factors.iter().map(|f| f.map_or_else(|| inferred.clone().unwrap_or(int(1, d)), |f| int(f, d))).collect();
         let mut fresh = Fresh::at(&g, &path);
-        let vars: Vec<VarId> =
-            (0..factors.len()).map(|k| g.add_var(fresh.name(&format!("{name}_{k}")), d)).collect();
+        let vars: Vec<VarId> = (0..factors.len()).map(|k| g.add_var(fresh.name(&format!("{name}_{k}")), d)).collect();
         // fused = ((v0 * e1 + v1) * e2 + v2) ...
         let mut fused = Expr::Var(vars[0]);
         for (v, e) in vars.iter().zip(&extents).skip(1) {
@@ -224,8 +224,7 @@ impl Schedule {
         nest.sort_by_key(|(p, _)| p.len());
         Self::check_chain(&g, &nest)?;
         for (p, (_, l)) in given.iter().enumerate() {
-            if let Some((_, o)) =
-                given[p + 1..].iter().find(|(_, o)| l.min.uses_var(o.var) || l.extent.uses_var(o.var))
+            if let Some((_, o)) = given[p + 1..].iter().find(|(_, o)| l.min.uses_var(o.var) || l.extent.uses_var(o.var))
             {
                 return Err(ScheduleError::DependentExtent {
                     loop_var: Self::var_name(&g, l.var),
@@ -253,18 +252,25 @@ impl Schedule {
     }
 
     /// Binds a serial loop to a GPU thread index. The tag must not be bound by a loop
-    /// around or inside it, and the loop must not drive a reduction iterator of a block.
+    /// around or inside it, and its iterations must be proven independent (see
+    /// [`Schedule::parallel`]).
     pub fn bind(&mut self, lp: LoopRv, tag: ThreadTag) -> Result<()> {
         self.set_kind("bind", lp, ForKind::Thread(tag), TraceArg::ThreadTag(tag.name().to_string()))
     }
 
-    /// Marks a serial loop parallel. It must not drive a reduction iterator of a block.
+    /// Marks a serial loop parallel. Its iterations must be proven independent: it drives no
+    /// reduction iterator of a block, and every store or `atomic_add` under it writes a
+    /// buffer allocated inside it, or lies in a block that the loop drives through a spatial
+    /// iterator (the first block under the loop on the way; its kinds and its bindings'
+    /// injectivity are verified), or is an `atomic_add` to a buffer nothing else under the
+    /// loop reads or stores. A buffer written under the loop and touched by more than one
+    /// block must be indexed so that the indices show the iteration (`C[i * n + k]`).
     pub fn parallel(&mut self, lp: LoopRv) -> Result<()> {
         self.set_kind("parallel", lp, ForKind::Parallel, TraceArg::Rv(lp.0))
     }
 
-    /// Marks a serial loop vectorized. It must contain no loop and must not drive a
-    /// reduction iterator of a block.
+    /// Marks a serial loop vectorized. It must contain no loop, and its iterations must be
+    /// proven independent (see [`Schedule::parallel`]).
     pub fn vectorize(&mut self, lp: LoopRv) -> Result<()> {
         self.set_kind("vectorize", lp, ForKind::Vectorized, TraceArg::Rv(lp.0))
     }
@@ -334,6 +340,7 @@ impl Schedule {
             if let Some((block, iter)) = found {
                 return Err(ScheduleError::ReductionLoop { loop_var: name, block, iter, action });
             }
+            check_independent(&g, l, action)?;
         }
         match tree::get_mut(&mut g.body, &path).map(|s| &mut s.kind) {
             Some(StmtKind::For(x)) => x.kind = kind,
@@ -374,4 +381,160 @@ fn only_atomic_writes(g: &Func, body: &[Stmt]) -> bool {
     });
     let storage = |b: &sparsec_ir::BufferId| g.buffers[*b].storage;
     !added.is_empty() && !other && !added.iter().any(|a| loaded.iter().any(|l| storage(l) == storage(a)))
+}
+
+/// How an access touches its buffer.
+#[derive(Clone, Copy, PartialEq)]
+enum Touch {
+    Read,
+    Store,
+    Atomic,
+}
+
+/// One access under a loop, for [`check_independent`].
+struct Access {
+    buffer: BufferId,
+    touch: Touch,
+    /// The first block under the loop on the way to it (numbered), with its name and
+    /// whether the loop drives it through a spatial iterator.
+    block: Option<(usize, String, bool)>,
+    /// Its indices, with block iterators replaced by their bindings.
+    indices: Vec<Expr>,
+}
+
+/// Walks the statements under a loop, collecting accesses.
+struct Walk {
+    lp: VarId,
+    accesses: Vec<Access>,
+    local: Vec<BufferId>,
+    blocks: usize,
+    /// Block iterators met so far, with their bindings in terms of loops.
+    subst: HashMap<VarId, Expr>,
+    /// Loops under the loop (and itself) with their extents; `let`s under it.
+    loops: HashMap<VarId, Expr>,
+    lets: Vec<VarId>,
+}
+
+impl Walk {
+    fn subst(&self, e: &Expr) -> Expr {
+        e.clone().map(&mut |x| match x {
+            Expr::Var(v) => self.subst.get(&v).cloned().unwrap_or(x),
+            _ => x,
+        })
+    }
+
+    fn stmts(&mut self, list: &[Stmt], block: &Option<(usize, String, bool)>) {
+        for s in list {
+            let mut inner = block.clone();
+            match &s.kind {
+                StmtKind::Block(b) => {
+                    if inner.is_none() {
+                        let driven =
+                            b.iters.iter().any(|it| it.kind == IterKind::Spatial && it.binding.uses_var(self.lp));
+                        inner = Some((self.blocks, b.name.clone(), driven));
+                        self.blocks += 1;
+                    }
+                    for it in &b.iters {
+                        let e = self.subst(&it.binding);
+                        self.subst.insert(it.var, e);
+                    }
+                }
+                StmtKind::For(l) => {
+                    self.loops.insert(l.var, l.extent.clone());
+                }
+                StmtKind::Let { var, .. } => self.lets.push(*var),
+                StmtKind::Alloc(b) => self.local.push(*b),
+                StmtKind::Store { buffer, indices, .. } => {
+                    let indices = indices.iter().map(|e| self.subst(e)).collect();
+                    self.accesses.push(Access { buffer: *buffer, touch: Touch::Store, block: inner.clone(), indices });
+                }
+                _ => {}
+            }
+            for e in s.kind.exprs() {
+                e.walk(&mut |x| {
+                    let (buffer, idx, touch) = match x {
+                        Expr::Load(b, idx) => (*b, idx, Touch::Read),
+                        Expr::AtomicAdd(b, idx, _) => (*b, idx, Touch::Atomic),
+                        _ => return,
+                    };
+                    let indices = idx.iter().map(|e| self.subst(e)).collect();
+                    self.accesses.push(Access { buffer, touch, block: inner.clone(), indices });
+                });
+            }
+            for child in s.kind.child_lists() {
+                self.stmts(child, &inner);
+            }
+        }
+    }
+}
+
+/// Proves that the iterations of `l` do not race (the rules are on [`Schedule::parallel`]).
+fn check_independent(g: &Func, l: &For, action: &'static str) -> Result<()> {
+    let mut w = Walk {
+        lp: l.var,
+        accesses: Vec::new(),
+        local: Vec::new(),
+        blocks: 0,
+        subst: HashMap::new(),
+        loops: HashMap::from([(l.var, l.extent.clone())]),
+        lets: Vec::new(),
+    };
+    w.stmts(&l.body, &None);
+    w.local.extend(sparsec_ir::verify::fault_record(g));
+    let loop_var = Schedule::var_name(g, l.var);
+    let fail = |buffer: BufferId, why: String| ScheduleError::NotIndependent {
+        loop_var: loop_var.clone(),
+        buffer: g.buffers[buffer].name.clone(),
+        why,
+        action,
+    };
+    let role = |v: VarId| match w.loops.get(&v) {
+        Some(extent) => Role::Free(Some(extent.clone())),
+        None if w.lets.contains(&v) || w.subst.contains_key(&v) => Role::Unknown,
+        None => Role::Fixed,
+    };
+    let outside = |a: &Access| match &a.block {
+        None => format!("lies outside any block driven by loop `{loop_var}`"),
+        Some((_, b, _)) => {
+            format!("lies in block `{b}`, which loop `{loop_var}` does not drive through a spatial iterator")
+        }
+    };
+    for a in w.accesses.iter().filter(|a| !w.local.contains(&a.buffer)) {
+        let name = &g.buffers[a.buffer].name;
+        let driven = a.block.as_ref().is_some_and(|b| b.2);
+        let same = || w.accesses.iter().filter(move |b| b.buffer == a.buffer);
+        match a.touch {
+            Touch::Store if !driven => return Err(fail(a.buffer, format!("the store to `{name}` {}", outside(a)))),
+            Touch::Atomic if !driven && same().any(|b| b.touch != Touch::Atomic) => {
+                return Err(fail(
+                    a.buffer,
+                    format!("the atomic_add to `{name}` {}, and `{name}` is also read or stored under it", outside(a)),
+                ))
+            }
+            Touch::Store => {
+                // Touched by several blocks: every access must be this store's expression,
+                // up to inner loops, and show the iteration.
+                let group = |b: &Access| b.block.as_ref().map(|x| x.0);
+                if same().any(|b| group(b) != group(a)) {
+                    for b in same() {
+                        if !injective::same_point(&a.indices, &b.indices, &[l.var], &role) {
+                            let show = |idx: &[Expr]| {
+                                idx.iter().map(|e| sparsec_ir::text::print_expr(g, e)).collect::<Vec<_>>().join(", ")
+                            };
+                            return Err(fail(
+                                a.buffer,
+                                format!(
+                                    "`{name}` is written at [{}] and accessed at [{}] by different blocks under it, which is not proven to be the same iteration of `{loop_var}`",
+                                    show(&a.indices),
+                                    show(&b.indices)
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

@@ -3,6 +3,7 @@
 use super::{Reducer, Verifier, VerifyErrorKind as K};
 use crate::expr::{BinOp, Expr};
 use crate::func::{AxisId, Block, BufferId, For, SpIter, SpIterAxis, Stmt, StmtKind, Storage, VarId};
+use crate::injective::Role;
 use crate::types::{AxisKind, IterKind, Stage};
 
 /// One iterator of a sparse iteration, resolved.
@@ -61,6 +62,15 @@ impl<'f> Verifier<'f> {
                     if v.dtype != t {
                         self.err(K::LetDType { var: v.name.clone(), expected: v.dtype, found: t });
                     }
+                }
+                let mut driven = false;
+                value.walk(&mut |x| {
+                    if let Expr::Var(v) = x {
+                        driven |= self.loop_lets.contains(v) || self.loops.iter().any(|(l, _)| l == v);
+                    }
+                });
+                if driven {
+                    self.loop_lets.insert(*var);
                 }
                 self.bind(*var, None);
             }
@@ -166,7 +176,9 @@ impl<'f> Verifier<'f> {
             match iters[..k].iter().rposition(|j| j.axis == Some(p)) {
                 // Without an init, a spatial iterator below a reduction is a scatter: every
                 // point accumulates, and no per-point init has to run before the reduction.
-                Some(j) if kind(k) == Some(IterKind::Spatial) && kind(j) == Some(IterKind::Reduce) && it.init.is_some() => {
+                Some(j)
+                    if kind(k) == Some(IterKind::Spatial) && kind(j) == Some(IterKind::Reduce) && it.init.is_some() =>
+                {
                     self.err(K::SpatialUnderReduction {
                         sp_iter: name.to_string(),
                         var: it.vars.get(k).map_or_else(|| "?".to_string(), |v| self.var_name(*v)),
@@ -310,7 +322,9 @@ impl<'f> Verifier<'f> {
         }
         let mark = self.scope.len();
         self.bind(l.var, None);
+        self.loops.push((l.var, &l.extent));
         self.stmts(&l.body);
+        self.loops.pop();
         self.pop_to(mark);
     }
 
@@ -334,6 +348,13 @@ impl<'f> Verifier<'f> {
                 }
             }
         }
+        let (loops, lets) = (std::mem::take(&mut self.loops), std::mem::take(&mut self.loop_lets));
+        let role = |v: VarId| match loops.iter().find(|(l, _)| *l == v) {
+            Some((_, extent)) => Role::Free(Some((*extent).clone())),
+            None if lets.contains(&v) => Role::Unknown,
+            None => Role::Fixed,
+        };
+        self.check_block_kinds(b, &role);
         let mark = self.scope.len();
         for it in &b.iters {
             let reducer = (it.kind == IterKind::Reduce).then_some(Reducer::Block(b.name.as_str()));
@@ -347,5 +368,6 @@ impl<'f> Verifier<'f> {
         }
         self.stmts(&b.body);
         self.pop_to(mark);
+        (self.loops, self.loop_lets) = (loops, lets);
     }
 }

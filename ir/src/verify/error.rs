@@ -340,6 +340,47 @@ pub enum VerifyErrorKind {
         /// The reduction iterator.
         var: String,
     },
+    /// A store of a block that does not depend on one of its spatial iterators.
+    #[error("block `{block}`: the store to `{buffer}` does not depend on spatial iterator `{var}`, so it reduces over it: declare it reduce")]
+    BlockSpatialNotWritten {
+        /// The block.
+        block: String,
+        /// The iterator declared spatial.
+        var: String,
+        /// The buffer stored to.
+        buffer: String,
+    },
+    /// A block's `init` that depends on a reduce iterator.
+    #[error("block `{block}`: the init depends on reduce iterator `{var}`, but it runs once per spatial point, before the reduction")]
+    BlockInitReadsReduce {
+        /// The block.
+        block: String,
+        /// The reduce iterator.
+        var: String,
+    },
+    /// A block that reads a buffer it writes at another point's element.
+    #[error("block `{block}`: `{buffer}` is read at [{read}] but written at [{written}], so spatial points depend on each other; they must be independent")]
+    BlockDependentPoints {
+        /// The block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// Indices of the read.
+        read: String,
+        /// Indices of a write.
+        written: String,
+    },
+    /// A spatial binding not proven one-to-one in the loops that drive the block: two
+    /// iterations may reach the same spatial point.
+    #[error("block `{block}`: the binding `{var} = {binding}` is not provably one-to-one in the loops that drive the block, so two iterations may share a spatial point (bind loop variables, `v + c`, `c * v + w` with `w` below `c`, or `f // n` with `f % n`; else declare it reduce)")]
+    BlockBindingNotInjective {
+        /// The block.
+        block: String,
+        /// The spatial iterator.
+        var: String,
+        /// Its binding, printed.
+        binding: String,
+    },
     /// An iterator variable whose dtype is not its axis's index dtype.
     #[error("iterator `{var}` of sp_iter `{sp_iter}` has type {found}, but axis `{axis}` has index dtype {expected}")]
     SpIterVarDType {

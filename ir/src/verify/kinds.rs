@@ -1,37 +1,78 @@
 //! Iterator kinds are checked against the body, not trusted.
 //!
-//! A sparse iteration's spatial iterators name the points it writes: every store of its
-//! `init` and body (to a buffer that outlives it) must depend on each spatial iterator
-//! through its indices, else the store reduces over that iterator and the declared kind
-//! lies. The `init` runs once per spatial point, so it may not depend on a reduction
-//! iterator at all.
+//! The spatial iterators of a sparse iteration (Stage I) or a block (Stage II/III) name the
+//! points it writes: every store of its `init` and body (to a buffer that outlives it) must
+//! depend on each spatial iterator through its indices, else the store reduces over that
+//! iterator and the declared kind lies. The `init` runs once per spatial point, so it may not
+//! depend on a reduction iterator at all. Points are independent: a buffer written is read
+//! only at the point's own element. A block's spatial bindings must also be one-to-one in the
+//! loops that drive it (see [`crate::injective`]), so that no two iterations share a point.
 
 use super::{Verifier, VerifyErrorKind as K};
 use crate::expr::Expr;
-use crate::func::{walk_stmts, BufferId, SpIter, Stmt, StmtKind, VarId};
+use crate::func::{walk_stmts, Block, BufferId, SpIter, Stmt, StmtKind, VarId};
+use crate::injective::{self, Role};
 use crate::types::IterKind;
 use std::collections::HashMap;
 
-/// Which iterators of one sparse iteration an expression depends on, as a bit set.
+/// Which iterators of one sparse iteration or block an expression depends on, as a bit set.
 type Deps = u128;
 
-/// Dependences of the variables bound by `let`s met so far, on the sp_iter's iterators.
+/// A construct whose iterators name points: what the kind rules need of it.
+pub(super) struct Points<'f> {
+    /// A sparse iteration (errors name its kind string) or a block.
+    sp_iter: Option<&'f SpIter>,
+    /// Its name.
+    name: &'f str,
+    /// Iterator variables, in order.
+    vars: Vec<VarId>,
+    /// Their kinds.
+    kinds: Vec<IterKind>,
+    /// The init, if any.
+    init: Option<&'f [Stmt]>,
+    /// The body.
+    body: &'f [Stmt],
+}
+
+impl<'f> Points<'f> {
+    fn of_sp_iter(it: &'f SpIter) -> Option<Self> {
+        Some(Points {
+            sp_iter: Some(it),
+            name: &it.name,
+            vars: it.vars.clone(),
+            kinds: it.iter_kinds()?,
+            init: it.init.as_deref(),
+            body: &it.body,
+        })
+    }
+
+    /// The statement lists: init first, then the body.
+    fn lists(&self) -> impl Iterator<Item = &'f [Stmt]> {
+        self.init.into_iter().chain(std::iter::once(self.body))
+    }
+}
+
+/// Dependences of the variables bound by `let`s and nested blocks met so far, on the
+/// construct's iterators.
 struct Tracker<'a> {
     /// Bit of each iterator variable.
     bit: HashMap<VarId, Deps>,
-    /// Dependences of `let`-bound variables.
+    /// Dependences of `let`-bound variables and nested block iterators.
     lets: HashMap<VarId, Deps>,
-    /// Buffers allocated inside the sparse iteration (scratch, not outputs).
+    /// Buffers allocated inside the construct (scratch, not outputs).
     local: &'a [BufferId],
+    /// Dependences of what was stored so far to each scratch buffer (a `let` the checks
+    /// pass turned into a one-element local carries its value's dependences).
+    scratch: HashMap<BufferId, Deps>,
 }
 
 impl Tracker<'_> {
     fn deps(&self, e: &Expr) -> Deps {
         let mut d = 0;
-        e.walk(&mut |x| {
-            if let Expr::Var(v) = x {
-                d |= self.bit.get(v).or_else(|| self.lets.get(v)).copied().unwrap_or(0);
-            }
+        e.walk(&mut |x| match x {
+            Expr::Var(v) => d |= self.bit.get(v).or_else(|| self.lets.get(v)).copied().unwrap_or(0),
+            Expr::Load(b, _) => d |= self.scratch.get(b).copied().unwrap_or(0),
+            _ => {}
         });
         d
     }
@@ -51,14 +92,68 @@ struct Miss {
 impl<'f> Verifier<'f> {
     /// Checks the declared kinds of `it` against what its init and body write.
     pub(super) fn check_kinds(&mut self, it: &'f SpIter) {
-        let Some(kinds) = it.iter_kinds() else { return };
+        if let Some(p) = Points::of_sp_iter(it) {
+            self.check_points(&p);
+        }
+    }
+
+    /// Checks the declared kinds of block `b` against what its init and body write, and
+    /// that its spatial bindings are one-to-one in the loops that drive it: `role` makes the
+    /// loops between it and the enclosing block free, with their extents as spans.
+    pub(super) fn check_block_kinds(&mut self, b: &'f Block, role: &dyn Fn(VarId) -> Role) {
+        let p = Points {
+            sp_iter: None,
+            name: &b.name,
+            vars: b.iters.iter().map(|it| it.var).collect(),
+            kinds: b.iters.iter().map(|it| it.kind).collect(),
+            init: b.init.as_deref(),
+            body: &b.body,
+        };
+        self.check_points(&p);
+        // A loop that drives spatial iterators must be determined by the spatial bindings;
+        // one that also drives a reduce iterator (a fused spatial and reduction loop) may
+        // instead be determined by all the bindings together.
+        let spatial: Vec<_> = b.iters.iter().filter(|it| it.kind == IterKind::Spatial).collect();
+        let bindings: Vec<&Expr> = spatial.iter().map(|it| &it.binding).collect();
+        let all: Vec<&Expr> = b.iters.iter().map(|it| &it.binding).collect();
+        let reduces = |v: VarId| b.iters.iter().any(|it| it.kind == IterKind::Reduce && it.binding.uses_var(v));
+        let bad = match (injective::determined(&bindings, role), injective::determined(&all, role)) {
+            (Err(k), _) => Some(k),
+            (Ok(known), all_known) => spatial.iter().position(|it| {
+                let mut missing = false;
+                it.binding.walk(&mut |x| {
+                    if let Expr::Var(v) = x {
+                        let ok = match role(*v) {
+                            Role::Free(_) => {
+                                known.contains(v) || reduces(*v) && all_known.as_ref().is_ok_and(|k| k.contains(v))
+                            }
+                            _ => true,
+                        };
+                        missing |= !ok;
+                    }
+                });
+                missing
+            }),
+        };
+        if let Some(k) = bad {
+            self.err(K::BlockBindingNotInjective {
+                block: b.name.clone(),
+                var: self.var_name(spatial[k].var),
+                binding: crate::text::print_expr(self.f, &spatial[k].binding),
+            });
+        }
+    }
+
+    /// The kind rules shared by sparse iterations and blocks.
+    fn check_points(&mut self, it: &Points<'f>) {
+        let kinds = &it.kinds;
         if kinds.len() != it.vars.len() || it.vars.len() > Deps::BITS as usize {
             return; // reported elsewhere, or too wide to check
         }
         let spatial: Deps =
             kinds.iter().enumerate().filter(|(_, k)| **k == IterKind::Spatial).fold(0, |d, (k, _)| d | 1 << k);
-        let mut local = Vec::new();
-        for list in it.init.iter().chain(std::iter::once(&it.body)) {
+        let mut local: Vec<BufferId> = super::fault_record(self.f).into_iter().collect();
+        for list in it.lists() {
             walk_stmts(list, &mut |s| {
                 if let StmtKind::Alloc(b) = s.kind {
                     local.push(b);
@@ -66,9 +161,9 @@ impl<'f> Verifier<'f> {
             });
         }
         let bit = it.vars.iter().enumerate().map(|(k, &v)| (v, 1 << k)).collect();
-        let mut t = Tracker { bit, lets: HashMap::new(), local: &local };
+        let mut t = Tracker { bit, lets: HashMap::new(), local: &local, scratch: HashMap::new() };
 
-        if let Some(init) = &it.init {
+        if let Some(init) = it.init {
             let mut reads = 0;
             let mut stmts = Vec::new();
             collect(init, &mut stmts);
@@ -81,14 +176,17 @@ impl<'f> Verifier<'f> {
                 if d != 0 && reads == 0 {
                     self.span = s.span;
                     let var = self.var_name(it.vars[d.trailing_zeros() as usize]);
-                    self.err(K::InitReadsReduction { sp_iter: it.name.clone(), var });
+                    self.err(match it.sp_iter {
+                        Some(_) => K::InitReadsReduction { sp_iter: it.name.to_string(), var },
+                        None => K::BlockInitReadsReduce { block: it.name.to_string(), var },
+                    });
                 }
                 reads |= d;
             }
         }
         let mut misses = Vec::new();
         let mut stmts = Vec::new();
-        for list in it.init.iter().chain(std::iter::once(&it.body)) {
+        for list in it.lists() {
             collect(list, &mut stmts);
         }
         for (k, s) in stmts.iter().enumerate() {
@@ -110,8 +208,10 @@ impl<'f> Verifier<'f> {
         }
         // A mislabelled iterator is reported as such, not as a dependence.
         if spatial != 0 && misses.is_empty() {
-            let vars: Vec<VarId> = it.vars.iter().enumerate().filter(|(k, _)| spatial >> k & 1 == 1).map(|(_, v)| *v).collect();
-            self.check_independent(it, &vars, &stmts, &local);
+            let vars: Vec<VarId> =
+                it.vars.iter().enumerate().filter(|(k, _)| spatial >> k & 1 == 1).map(|(_, v)| *v).collect();
+            let inner = inner_vars(it);
+            self.check_independent(it, &vars, &stmts, &local, &|v| inner.contains(&v));
         }
         let mut reported: Deps = 0;
         for m in misses {
@@ -121,17 +221,23 @@ impl<'f> Verifier<'f> {
             reported |= m.missing;
             self.span = stmts[m.stmt].span;
             let k = m.missing.trailing_zeros() as usize;
-            let mut fixed: Vec<char> = it.kinds.chars().collect();
-            for (j, c) in fixed.iter_mut().enumerate() {
-                if m.missing >> j & 1 == 1 {
-                    *c = 'R';
+            let (var, buffer) = (self.var_name(it.vars[k]), self.buffer_name(m.buffer));
+            self.err(match it.sp_iter {
+                Some(sp) => {
+                    let mut fixed: Vec<char> = sp.kinds.chars().collect();
+                    for (j, c) in fixed.iter_mut().enumerate() {
+                        if m.missing >> j & 1 == 1 {
+                            *c = 'R';
+                        }
+                    }
+                    K::SpatialNotWritten {
+                        sp_iter: it.name.to_string(),
+                        var,
+                        buffer,
+                        kinds: fixed.into_iter().collect(),
+                    }
                 }
-            }
-            self.err(K::SpatialNotWritten {
-                sp_iter: it.name.clone(),
-                var: self.var_name(it.vars[k]),
-                buffer: self.buffer_name(m.buffer),
-                kinds: fixed.into_iter().collect(),
+                None => K::BlockSpatialNotWritten { block: it.name.to_string(), var, buffer },
             });
         }
     }
@@ -140,10 +246,21 @@ impl<'f> Verifier<'f> {
 impl<'f> Verifier<'f> {
     /// Spatial points must be independent: a buffer the iteration writes is read only where
     /// a store writes it with every spatial iterator pinning the same dimension (`D[i, j]`
-    /// read and `D[i, j2]` written are both row `i`'s), never at another point's element.
-    fn check_independent(&mut self, it: &'f SpIter, spatial: &[VarId], stmts: &[&'f Stmt], local: &[BufferId]) {
+    /// read and `D[i, j2]` written are both row `i`'s), or where read and write are one
+    /// expression of the point up to the variables bound inside (`C[vi * n + k]` and
+    /// `C[vi * n + k2]`: the storage rule makes flat offsets one-to-one in the coordinates),
+    /// never at another point's element.
+    fn check_independent(
+        &mut self,
+        it: &Points<'f>,
+        spatial: &[VarId],
+        stmts: &[&'f Stmt],
+        local: &[BufferId],
+        inner: &dyn Fn(VarId) -> bool,
+    ) {
         let pinned = |r: &[Expr], w: &[Expr]| {
             spatial.iter().all(|s| r.iter().zip(w).any(|(a, b)| *a == Expr::Var(*s) && *b == Expr::Var(*s)))
+                || injective::alike(r, w, &|x, y| inner(x) && inner(y))
         };
         let mut writes: Vec<(BufferId, &'f [Expr])> = Vec::new();
         for s in stmts {
@@ -161,7 +278,10 @@ impl<'f> Verifier<'f> {
                 e.walk(&mut |x| {
                     if let Expr::Load(b, idx) = x {
                         let mut written = writes.iter().filter(|(w, _)| w == b).peekable();
-                        if bad.is_none() && written.peek().is_some() && !written.any(|(_, w)| *w == idx.as_slice() || pinned(idx, w)) {
+                        if bad.is_none()
+                            && written.peek().is_some()
+                            && !written.any(|(_, w)| *w == idx.as_slice() || pinned(idx, w))
+                        {
                             bad = Some((*b, idx.clone()));
                         }
                     }
@@ -170,13 +290,14 @@ impl<'f> Verifier<'f> {
             if let Some((b, idx)) = bad {
                 let idx = idx.as_slice();
                 self.span = s.span;
-                let show = |idx: &[Expr]| idx.iter().map(|e| crate::text::print_expr(self.f, e)).collect::<Vec<_>>().join(", ");
+                let show = |idx: &[Expr]| {
+                    idx.iter().map(|e| crate::text::print_expr(self.f, e)).collect::<Vec<_>>().join(", ")
+                };
                 let written = writes.iter().find(|(w, _)| *w == b).map(|(_, w)| show(w)).unwrap_or_default();
-                self.err(K::DependentPoints {
-                    sp_iter: it.name.clone(),
-                    buffer: self.buffer_name(b),
-                    read: show(idx),
-                    written,
+                let (name, buffer, read) = (it.name.to_string(), self.buffer_name(b), show(idx));
+                self.err(match it.sp_iter {
+                    Some(_) => K::DependentPoints { sp_iter: name, buffer, read, written },
+                    None => K::BlockDependentPoints { block: name, buffer, read, written },
                 });
                 return;
             }
@@ -194,7 +315,7 @@ fn collect<'s>(list: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
     }
 }
 
-/// Records what a `let` binds and returns the iterators the statement's own expressions
+/// Records what a `let` or nested block binds and returns the iterators the statement's own expressions
 /// (not its children's) depend on.
 fn stmt_deps(t: &mut Tracker, s: &Stmt) -> Deps {
     match &s.kind {
@@ -203,10 +324,40 @@ fn stmt_deps(t: &mut Tracker, s: &Stmt) -> Deps {
             t.lets.insert(*var, d);
             d
         }
-        StmtKind::Store { indices, value, .. } => t.indices(indices) | t.deps(value),
+        StmtKind::Store { buffer, indices, value } => {
+            let d = t.indices(indices) | t.deps(value);
+            if t.local.contains(buffer) {
+                *t.scratch.entry(*buffer).or_insert(0) |= d;
+            }
+            d
+        }
         StmtKind::Evaluate(e) => t.deps(e),
         StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => t.deps(cond),
         StmtKind::For(l) => t.deps(&l.min) | t.deps(&l.extent),
-        StmtKind::SpIter(_) | StmtKind::Block(_) | StmtKind::Alloc(_) => 0,
+        StmtKind::Block(b) => {
+            // A nested block's iterators depend on what their bindings depend on.
+            for it in &b.iters {
+                let d = t.deps(&it.binding);
+                t.lets.insert(it.var, d);
+            }
+            0
+        }
+        StmtKind::SpIter(_) | StmtKind::Alloc(_) => 0,
     }
+}
+
+/// The variables bound inside a construct (loops, lets, nested iterators), which a read
+/// and a write of the point's own element may use differently.
+fn inner_vars(it: &Points<'_>) -> Vec<VarId> {
+    let mut inner = Vec::new();
+    for list in it.lists() {
+        walk_stmts(list, &mut |s| match &s.kind {
+            StmtKind::For(l) => inner.push(l.var),
+            StmtKind::Block(b) => inner.extend(b.iters.iter().map(|bi| bi.var)),
+            StmtKind::Let { var, .. } => inner.push(*var),
+            StmtKind::SpIter(n) => inner.extend(n.vars.iter().copied()),
+            _ => {}
+        });
+    }
+    inner
 }

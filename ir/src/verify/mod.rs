@@ -42,6 +42,18 @@ mod kinds;
 
 pub use error::VerifyErrorKind;
 
+/// Function attribute naming a write-only fault record (`insert_checks`): any point may
+/// overwrite it, so its stores are exempt from the kind rules and the parallel checks.
+pub const FAULT_RECORD_ATTR: &str = "fault_record";
+
+/// The buffer a function's [`FAULT_RECORD_ATTR`] names, if any.
+pub fn fault_record(f: &Func) -> Option<BufferId> {
+    match f.attrs.get(FAULT_RECORD_ATTR) {
+        Some(crate::func::AttrValue::Str(name)) => f.buffer_by_name(name),
+        _ => None,
+    }
+}
+
 use crate::arena::Handle;
 use crate::func::{AxisId, BufferId, Func, Module, VarId};
 use crate::span::{SourceFile, Span};
@@ -159,6 +171,11 @@ struct Verifier<'f> {
     reducer: Vec<Option<Reducer<'f>>>,
     /// Per axis: how many iterators of enclosing sp_iters iterate it.
     axis_iterated: Vec<u32>,
+    /// Loops between the innermost enclosing block (or the function) and here, with their
+    /// extents: the loops that drive a block met here.
+    loops: Vec<(VarId, &'f crate::expr::Expr)>,
+    /// `let`s met since that block whose values depend on those loops.
+    loop_lets: HashSet<VarId>,
 }
 
 impl<'f> Verifier<'f> {
@@ -176,6 +193,8 @@ impl<'f> Verifier<'f> {
             alloc_seen: vec![false; f.buffers.len()],
             reducer: vec![None; f.vars.len()],
             axis_iterated: vec![0; f.axes.len()],
+            loops: Vec::new(),
+            loop_lets: HashSet::new(),
         }
     }
 
