@@ -950,6 +950,16 @@ BODY
 /// and III alike.
 const BLOCK_CASES: &[(&str, &str, &[&str])] = &[
     (
+        "buffer_private_to_the_outer_loop",
+        "  for i in serial(m) {\n    buffer S = alloc_buffer([8], f32, local)\n    for j in serial(8) {\n      block b(vi: spatial(m) = i, vj: spatial(8) = j) {\n        S[vj] = X[vi * n + vj]\n        Y[vi * n + vj] = S[vj] * 2.0\n      }\n    }\n  }",
+        &[],
+    ),
+    (
+        "private_buffer_read_by_another_point",
+        "  for i in serial(m) {\n    buffer S = alloc_buffer([8], f32, local)\n    for j in serial(8) {\n      block b(vi: spatial(m) = i, vj: spatial(8) = j) {\n        S[vj] = X[vi * n + vj]\n        Y[vi * n + vj] = S[7 - vj] * 2.0\n      }\n    }\n  }",
+        &["block `b`: `S` is read at [7 - vj] but written at [vj], so spatial points depend on each other; they must be independent"],
+    ),
+    (
         "elementwise",
         "  for i in serial(m) {\n    for j in serial(n) {\n      block b(vi: spatial(m) = i, vj: spatial(n) = j) {\n        Y[vi * n + vj] = X[vi * n + vj] * 2.0\n      }\n    }\n  }",
         &[],

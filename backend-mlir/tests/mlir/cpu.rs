@@ -145,7 +145,7 @@ func mix(a: handle, b: handle, c: handle, d: handle, n: i32, big: i64) stage III
       while K[0] < n && cast(f32, K[0]) < max(B[0], 4.0) {
         K[0] = K[0] + 1
       }
-      D[0] = cast(i64, K[0]) + cast(i64, floor(2.7)) + cast(i64, ceil(0.2)) + cast(i64, abs(0 - 3))
+      D[vj] = cast(i64, K[0]) + cast(i64, floor(2.7)) + cast(i64, ceil(0.2)) + cast(i64, abs(0 - 3))
     }
   }
 }

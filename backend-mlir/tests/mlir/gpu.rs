@@ -89,6 +89,10 @@ func sh(a: handle, b: handle, n: i32) stage III {
     for tx in threadIdx.x(32) {
       block copy(vb: spatial(n) = bx, vt: spatial(32) = tx) {
         S[vt] = A[vb * 32 + vt]
+      }
+    }
+    for tx2 in threadIdx.x(32) {
+      block flip(vb: spatial(n) = bx, vt: spatial(32) = tx2) {
         B[vb * 32 + vt] = S[31 - vt] * 2.0
       }
     }

@@ -74,7 +74,12 @@ impl<'f> Verifier<'f> {
                 }
                 self.bind(*var, None);
             }
-            StmtKind::Alloc(b) => self.alloc(*b),
+            StmtKind::Alloc(b) => {
+                if !self.loops.is_empty() {
+                    self.loop_allocs.push((*b, self.loops.iter().map(|(v, _)| *v).collect()));
+                }
+                self.alloc(*b)
+            }
             StmtKind::Evaluate(e) => {
                 // Only call forms print as statements.
                 let is_call = matches!(
@@ -349,12 +354,13 @@ impl<'f> Verifier<'f> {
             }
         }
         let (loops, lets) = (std::mem::take(&mut self.loops), std::mem::take(&mut self.loop_lets));
+        let allocs = std::mem::take(&mut self.loop_allocs);
         let role = |v: VarId| match loops.iter().find(|(l, _)| *l == v) {
             Some((_, extent)) => Role::Free(Some((*extent).clone())),
             None if lets.contains(&v) => Role::Unknown,
             None => Role::Fixed,
         };
-        self.check_block_kinds(b, &role);
+        self.check_block_kinds(b, &role, &allocs);
         let mark = self.scope.len();
         for it in &b.iters {
             let reducer = (it.kind == IterKind::Reduce).then_some(Reducer::Block(b.name.as_str()));
@@ -368,6 +374,6 @@ impl<'f> Verifier<'f> {
         }
         self.stmts(&b.body);
         self.pop_to(mark);
-        (self.loops, self.loop_lets) = (loops, lets);
+        (self.loops, self.loop_lets, self.loop_allocs) = (loops, lets, allocs);
     }
 }

@@ -32,6 +32,9 @@ pub(super) struct Points<'f> {
     init: Option<&'f [Stmt]>,
     /// The body.
     body: &'f [Stmt],
+    /// Buffers private to the values of some iterators (allocated inside the loops that
+    /// drive them), with those iterators' bits.
+    private: HashMap<BufferId, Deps>,
 }
 
 impl<'f> Points<'f> {
@@ -43,6 +46,7 @@ impl<'f> Points<'f> {
             kinds: it.iter_kinds()?,
             init: it.init.as_deref(),
             body: &it.body,
+            private: HashMap::new(),
         })
     }
 
@@ -100,7 +104,33 @@ impl<'f> Verifier<'f> {
     /// Checks the declared kinds of block `b` against what its init and body write, and
     /// that its spatial bindings are one-to-one in the loops that drive it: `role` makes the
     /// loops between it and the enclosing block free, with their extents as spans.
-    pub(super) fn check_block_kinds(&mut self, b: &'f Block, role: &dyn Fn(VarId) -> Role) {
+    pub(super) fn check_block_kinds(
+        &mut self,
+        b: &'f Block,
+        role: &dyn Fn(VarId) -> Role,
+        loop_allocs: &[(BufferId, Vec<VarId>)],
+    ) {
+        // A buffer allocated inside the loops that a spatial iterator's binding reads is
+        // private to each of its values: stores to it need not depend on that iterator.
+        let private = loop_allocs
+            .iter()
+            .map(|(buf, loops)| {
+                let bits = b.iters.iter().enumerate().filter(|(_, it)| {
+                    let mut inside = true;
+                    let mut any = false;
+                    it.binding.walk(&mut |x| {
+                        if let Expr::Var(v) = x {
+                            if matches!(role(*v), Role::Free(_)) {
+                                any = true;
+                                inside &= loops.contains(v);
+                            }
+                        }
+                    });
+                    any && inside
+                });
+                (*buf, bits.fold(0 as Deps, |d, (k, _)| d | 1 << k))
+            })
+            .collect();
         let p = Points {
             sp_iter: None,
             name: &b.name,
@@ -108,6 +138,7 @@ impl<'f> Verifier<'f> {
             kinds: b.iters.iter().map(|it| it.kind).collect(),
             init: b.init.as_deref(),
             body: &b.body,
+            private,
         };
         self.check_points(&p);
         // A loop that drives spatial iterators must be determined by the spatial bindings;
@@ -199,7 +230,7 @@ impl<'f> Verifier<'f> {
             if t.local.contains(&buffer) {
                 continue;
             }
-            let written = t.indices(idx);
+            let written = t.indices(idx) | it.private.get(&buffer).copied().unwrap_or(0);
             let missing = spatial & !written;
             // A store indexed by a reduction iterator is reported as such elsewhere.
             if missing != 0 && written & !spatial == 0 {

@@ -176,6 +176,9 @@ struct Verifier<'f> {
     loops: Vec<(VarId, &'f crate::expr::Expr)>,
     /// `let`s met since that block whose values depend on those loops.
     loop_lets: HashSet<VarId>,
+    /// Buffers allocated since that block under some of those loops, with the loops: each
+    /// iteration of them has its own buffer.
+    loop_allocs: Vec<(BufferId, Vec<VarId>)>,
 }
 
 impl<'f> Verifier<'f> {
@@ -195,6 +198,7 @@ impl<'f> Verifier<'f> {
             axis_iterated: vec![0; f.axes.len()],
             loops: Vec::new(),
             loop_lets: HashSet::new(),
+            loop_allocs: Vec::new(),
         }
     }
 
