@@ -242,6 +242,14 @@ impl Expr {
         }
     }
 
+    /// `self` with every variable in `map` replaced by its expression (not simplified).
+    pub fn substitute(self, map: &std::collections::HashMap<VarId, Expr>) -> Expr {
+        self.map(&mut |x| match x {
+            Expr::Var(v) => map.get(&v).cloned().unwrap_or(Expr::Var(v)),
+            other => other,
+        })
+    }
+
     /// Rebuilds the expression bottom-up: children first, then `f` on the node.
     pub fn map(self, f: &mut impl FnMut(Expr) -> Expr) -> Expr {
         let rebuilt = match self {

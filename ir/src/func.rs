@@ -458,7 +458,51 @@ pub fn walk_stmts(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     }
 }
 
+/// Applies `f` to every expression of `stmts` and of their nested statements.
+pub fn map_exprs_deep(stmts: &mut [Stmt], f: &mut impl FnMut(Expr) -> Expr) {
+    for s in stmts {
+        s.kind.map_exprs(f);
+        for child in s.kind.child_lists_mut() {
+            map_exprs_deep(child, f);
+        }
+    }
+}
+
 impl StmtKind {
+    /// Applies `f` to every expression the statement holds directly (a sparse iteration
+    /// holds none; nested statements are not visited).
+    pub fn map_exprs(&mut self, f: &mut impl FnMut(Expr) -> Expr) {
+        let mut apply = |e: &mut Expr| *e = f(std::mem::replace(e, Expr::Bool(false)));
+        match self {
+            StmtKind::Store { indices, value, .. } => {
+                indices.iter_mut().for_each(&mut apply);
+                apply(value);
+            }
+            StmtKind::SpIter(_) | StmtKind::Alloc(_) => {}
+            StmtKind::For(l) => {
+                apply(&mut l.min);
+                apply(&mut l.extent);
+            }
+            StmtKind::Block(b) => {
+                for it in &mut b.iters {
+                    apply(&mut it.extent);
+                    apply(&mut it.binding);
+                }
+                for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
+                    for rr in &mut r.ranges {
+                        apply(&mut rr.begin);
+                        if let Some(e) = &mut rr.end {
+                            apply(e);
+                        }
+                    }
+                }
+            }
+            StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => apply(cond),
+            StmtKind::Let { value, .. } => apply(value),
+            StmtKind::Evaluate(e) => apply(e),
+        }
+    }
+
     /// Nested statement lists (init first, then body; `then` before `else`).
     pub fn child_lists(&self) -> Vec<&Vec<Stmt>> {
         match self {

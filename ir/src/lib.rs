@@ -28,7 +28,7 @@ pub mod verify;
 pub use arena::{Arena, Handle};
 pub use expr::{BinOp, Expr, Intrinsic, UnOp};
 pub use func::{
-    walk_stmts, AttrValue, Attrs, Axis, AxisId, Block, BlockIter, Buffer, BufferId, For, Func,
+    map_exprs_deep, walk_stmts, AttrValue, Attrs, Axis, AxisId, Block, BlockIter, Buffer, BufferId, For, Func,
     Layout, Module, Param, ParamId, ParamKind, Region, RegionRange, SpIter, SpIterAxis, Stmt,
     StmtKind, Storage, Var, VarId, MAX_WHILE_ITERATIONS,
 };

@@ -671,7 +671,7 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
         pmap.insert(pi, g.params.len());
         g.params.push(Param { name, kind, span: p.span });
     }
-    let sub = |e: &Expr| subst(e, &vmap);
+    let sub = |e: &Expr| e.clone().substitute(&vmap);
     let mut amap = HashMap::new();
     for (h, a) in fmt.axes.iter() {
         let name = format!("{}_{}", a.name, rn);
@@ -728,14 +728,6 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
         },
         inv_idx_map: Mapped::new(&rn, "inv_idx_map", &rule.inv_idx_map, fmt, &bmap, &vmap)?,
         name: rn,
-    })
-}
-
-/// Replaces variables by expressions.
-fn subst(e: &Expr, map: &HashMap<VarId, Expr>) -> Expr {
-    e.clone().map(&mut |x| match x {
-        Expr::Var(v) => map.get(&v).cloned().unwrap_or(Expr::Var(v)),
-        x => x,
     })
 }
 

@@ -11,10 +11,10 @@
 //! the same output).
 
 use crate::build::{add, bin, sub};
-use crate::simplify::{map_stmt_exprs, simplify_expr};
+use crate::simplify::{simplify_expr, substitute_stmts};
 use crate::PassError;
 use sparsec_ir::expr::{BinOp, Expr};
-use sparsec_ir::func::{For, Func, Stmt, StmtKind, Storage, VarId};
+use sparsec_ir::func::{For, Func, Stmt, StmtKind, Storage};
 use sparsec_ir::{walk_stmts, Attrs, ForKind, Stage, ThreadTag};
 use std::collections::{HashMap, HashSet};
 
@@ -146,7 +146,7 @@ fn fuse(f: &Func, kernels: Vec<Stmt>) -> Result<Stmt, PassError> {
         // This kernel's block index, counted from its own start.
         let own = simplify_expr(add(f, sub(f, bx.clone(), starts[k].clone()), l.min.clone()));
         if l.var != var {
-            substitute(&mut body, l.var, &own);
+            substitute_stmts(&mut body, &HashMap::from([(l.var, own.clone())]));
         }
         pad_threads(f, &mut body, &widest);
         chain = if k + 1 == loops.len() {
@@ -164,21 +164,6 @@ fn fuse(f: &Func, kernels: Vec<Stmt>) -> Result<Stmt, PassError> {
         body: chain,
         attrs: Attrs::new(),
     })))
-}
-
-fn substitute(stmts: &mut [Stmt], v: VarId, by: &Expr) {
-    for s in stmts.iter_mut() {
-        map_stmt_exprs(&mut s.kind, &mut |e| {
-            if e.uses_var(v) {
-                simplify_expr(e.map(&mut |x| if x == Expr::Var(v) { by.clone() } else { x }))
-            } else {
-                e
-            }
-        });
-        for child in s.kind.child_lists_mut() {
-            substitute(child, v, by);
-        }
-    }
 }
 
 /// Widens every thread loop to its tag's widest extent and guards the extra threads.

@@ -6,7 +6,7 @@
 //! and dense buffers are row-major.
 
 use crate::build::{add, mul};
-use crate::simplify::{map_stmt_exprs, simplify_expr, simplify_func};
+use crate::simplify::{simplify_expr, simplify_func};
 use crate::PassError;
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{AxisId, Buffer, BufferId, Func, Layout, ParamId, Region, RegionRange, Stmt, StmtKind, Storage};
@@ -200,7 +200,7 @@ impl Flattener<'_> {
             let is_block = matches!(s.kind, StmtKind::Block(_));
             if !is_block {
                 let mut first = is_store;
-                map_stmt_exprs(&mut s.kind, &mut |e| {
+                s.kind.map_exprs(&mut |e| {
                     // Store indices were flattened above; the value still needs it.
                     if first {
                         first = false;

@@ -3,7 +3,8 @@
 //! left alone so results stay bit-identical.
 
 use sparsec_ir::expr::{BinOp, Expr};
-use sparsec_ir::func::{Func, Stmt, StmtKind};
+use sparsec_ir::func::{Func, Stmt, VarId};
+use std::collections::HashMap;
 use sparsec_ir::value::Value;
 use sparsec_ir::DType;
 
@@ -106,7 +107,7 @@ pub fn simplify_expr(e: Expr) -> Expr {
 /// Simplifies every expression of a statement list in place.
 pub fn simplify_stmts(stmts: &mut [Stmt]) {
     for s in stmts {
-        map_stmt_exprs(&mut s.kind, &mut |e| simplify_expr(e));
+        s.kind.map_exprs(&mut simplify_expr);
         for child in s.kind.child_lists_mut() {
             simplify_stmts(child);
         }
@@ -125,35 +126,15 @@ pub fn simplify_func(f: &mut Func) {
     simplify_stmts(&mut f.body);
 }
 
-/// Applies `f` to every expression held directly by a statement.
-pub fn map_stmt_exprs(k: &mut StmtKind, f: &mut impl FnMut(Expr) -> Expr) {
-    let mut apply = |e: &mut Expr| *e = f(std::mem::replace(e, Expr::Bool(false)));
-    match k {
-        StmtKind::Store { indices, value, .. } => {
-            indices.iter_mut().for_each(&mut apply);
-            apply(value);
-        }
-        StmtKind::SpIter(_) | StmtKind::Alloc(_) => {}
-        StmtKind::For(l) => {
-            apply(&mut l.min);
-            apply(&mut l.extent);
-        }
-        StmtKind::Block(b) => {
-            for it in &mut b.iters {
-                apply(&mut it.extent);
-                apply(&mut it.binding);
-            }
-            for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
-                for rr in &mut r.ranges {
-                    apply(&mut rr.begin);
-                    if let Some(e) = &mut rr.end {
-                        apply(e);
-                    }
-                }
-            }
-        }
-        StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => apply(cond),
-        StmtKind::Let { value, .. } => apply(value),
-        StmtKind::Evaluate(e) => apply(e),
+/// `e` with every variable in `map` replaced, simplified when it changed.
+pub fn substitute_simplified(e: Expr, map: &HashMap<VarId, Expr>) -> Expr {
+    if !map.keys().any(|v| e.uses_var(*v)) {
+        return e;
     }
+    simplify_expr(e.substitute(map))
+}
+
+/// [`substitute_simplified`] on every expression of `stmts`, recursively.
+pub fn substitute_stmts(stmts: &mut [Stmt], map: &HashMap<VarId, Expr>) {
+    sparsec_ir::map_exprs_deep(stmts, &mut |e| substitute_simplified(e, map));
 }

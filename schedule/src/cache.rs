@@ -125,7 +125,7 @@ fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
                 }
             }
         }
-        sparsec_passes::simplify::map_stmt_exprs(&mut s.kind, &mut map_expr);
+        s.kind.map_exprs(&mut map_expr);
         for child in s.kind.child_lists_mut() {
             redirect(child, from, to, dims);
         }

@@ -45,7 +45,7 @@ fn accesses(stmts: &[Stmt], map: &HashMap<VarId, Expr>, out: &mut Vec<Access>) {
         });
     }
     fn sub(idx: &[Expr], map: &HashMap<VarId, Expr>) -> Vec<Expr> {
-        idx.iter().map(|e| simplify_expr(tree::subst_expr(e.clone(), map))).collect()
+        idx.iter().map(|e| simplify_expr(sparsec_passes::simplify::substitute_simplified(e.clone(), map))).collect()
     }
     for s in stmts {
         match &s.kind {
@@ -60,7 +60,7 @@ fn accesses(stmts: &[Stmt], map: &HashMap<VarId, Expr>, out: &mut Vec<Access>) {
                 for it in &b.iters {
                     loads(&it.binding, map, out);
                     loads(&it.extent, map, out);
-                    inner.insert(it.var, tree::subst_expr(it.binding.clone(), map));
+                    inner.insert(it.var, sparsec_passes::simplify::substitute_simplified(it.binding.clone(), map));
                 }
                 if let Some(init) = &b.init {
                     accesses(init, &inner, out);
@@ -152,7 +152,7 @@ impl Schedule {
                     reason: "the moved nest has fewer loops",
                 });
             };
-            let same = |a: &Expr, b: &Expr| simplify_expr(tree::subst_expr(a.clone(), &map)) == simplify_expr(b.clone());
+            let same = |a: &Expr, b: &Expr| simplify_expr(sparsec_passes::simplify::substitute_simplified(a.clone(), &map)) == simplify_expr(b.clone());
             let reason = if !same(&m.extent, &t.extent) {
                 Some("different extents")
             } else if !same(&m.min, &t.min) {
@@ -169,7 +169,7 @@ impl Schedule {
         }
         let list = list_at(&g.body, &mp[..=c]).ok_or_else(|| stale(block.0, "block"))?;
         let mut moved = vec![tree::get(&g.body, &mp[..=c + tloops.len()]).cloned().ok_or_else(|| stale(block.0, "block"))?];
-        tree::subst_stmts(&mut moved, &map);
+        sparsec_passes::simplify::substitute_stmts(&mut moved, &map);
         let mut macc = Vec::new();
         accesses(&moved, &HashMap::new(), &mut macc);
         let conflict = |a: &[Access], b: &[Access]| -> Option<BufferId> {

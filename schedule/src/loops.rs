@@ -111,7 +111,7 @@ impl Schedule {
         let fused = simplify_expr(fused);
         let value = simplify_expr(bin(BinOp::Add, l.min.clone(), fused.clone()));
         let mut body = l.body.clone();
-        tree::subst_stmts(&mut body, &HashMap::from([(l.var, value)]));
+        sparsec_passes::simplify::substitute_stmts(&mut body, &HashMap::from([(l.var, value)]));
         if guard {
             let cond = bin(BinOp::Lt, fused, l.extent.clone());
             body = vec![Stmt::new(StmtKind::If { cond, then_body: body, else_body: vec![] })];
@@ -198,7 +198,7 @@ impl Schedule {
             map.insert(l.var, simplify_expr(bin(BinOp::Add, l.min.clone(), e)));
         }
         let mut body = ls[n - 1].1.body.clone();
-        tree::subst_stmts(&mut body, &map);
+        sparsec_passes::simplify::substitute_stmts(&mut body, &map);
         let mut new = for_stmt(v, int(0, d), total, ForKind::Serial, body, outer.attrs.clone());
         let slot = tree::get_mut(&mut g.body, &ls[0].0).ok_or_else(|| stale(loops[0].0, "loop"))?;
         new.span = slot.span;
@@ -417,10 +417,7 @@ struct Walk {
 
 impl Walk {
     fn subst(&self, e: &Expr) -> Expr {
-        e.clone().map(&mut |x| match x {
-            Expr::Var(v) => self.subst.get(&v).cloned().unwrap_or(x),
-            _ => x,
-        })
+        e.clone().substitute(&self.subst)
     }
 
     fn stmts(&mut self, list: &[Stmt], block: &Option<(usize, String, bool)>) {

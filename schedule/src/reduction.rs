@@ -154,8 +154,8 @@ pub(crate) fn subst_region(r: &Region, map: &HashMap<VarId, Expr>) -> Region {
             .ranges
             .iter()
             .map(|x| RegionRange {
-                begin: tree::subst_expr(x.begin.clone(), map),
-                end: x.end.clone().map(|e| tree::subst_expr(e, map)),
+                begin: sparsec_passes::simplify::substitute_simplified(x.begin.clone(), map),
+                end: x.end.clone().map(|e| sparsec_passes::simplify::substitute_simplified(e, map)),
             })
             .collect(),
     }
@@ -308,7 +308,7 @@ impl Schedule {
         let reduce_set: HashSet<VarId> = reduce_loops.keys().copied().collect();
         // Reduction iterators are 0 at the first iteration.
         for it in &reduce {
-            if tree::subst_expr(it.binding.clone(), &reduce_loops).as_int() != Some(0) {
+            if sparsec_passes::simplify::substitute_simplified(it.binding.clone(), &reduce_loops).as_int() != Some(0) {
                 return Err(ScheduleError::InitNotAtStart { block: b.name.clone(), iter: Self::var_name(&g, it.var) });
             }
         }
@@ -335,18 +335,18 @@ impl Schedule {
                     }
                     let d = g.vars[l.var].dtype;
                     let nv = g.add_var(fresh_in(&mut taken, &Self::var_name(&g, l.var)), d);
-                    let (min, ext) = (tree::subst_expr(l.min.clone(), &map), tree::subst_expr(l.extent.clone(), &map));
+                    let (min, ext) = (sparsec_passes::simplify::substitute_simplified(l.min.clone(), &map), sparsec_passes::simplify::substitute_simplified(l.extent.clone(), &map));
                     map.insert(l.var, Expr::Var(nv));
                     parts.push(New::Loop(Box::new(l.clone()), nv, min, ext));
                 }
                 Level::Loop(l) => {
                     // A reduction loop: at the first step its variable is its minimum.
-                    let ext = tree::subst_expr(l.extent.clone(), &map);
-                    map.insert(l.var, tree::subst_expr(l.min.clone(), &map));
+                    let ext = sparsec_passes::simplify::substitute_simplified(l.extent.clone(), &map);
+                    map.insert(l.var, sparsec_passes::simplify::substitute_simplified(l.min.clone(), &map));
                     let d = g.expr_dtype(&ext);
                     parts.push(New::Cond(Expr::binary(BinOp::Gt, ext, int(0, d))));
                 }
-                Level::Guard(c) => parts.push(New::Cond(tree::subst_expr(c.clone(), &map))),
+                Level::Guard(c) => parts.push(New::Cond(sparsec_passes::simplify::substitute_simplified(c.clone(), &map))),
             }
         }
         // The init block: spatial iterators (fresh variables), reduction iterators are 0.
@@ -360,14 +360,14 @@ impl Schedule {
                 var: nv,
                 kind: IterKind::Spatial,
                 extent: it.extent.clone(),
-                binding: tree::subst_expr(it.binding.clone(), &map),
+                binding: sparsec_passes::simplify::substitute_simplified(it.binding.clone(), &map),
             });
         }
         for it in &reduce {
             imap.insert(it.var, zero(g.vars[it.var].dtype));
         }
         let mut body = init;
-        tree::subst_stmts(&mut body, &imap);
+        sparsec_passes::simplify::substitute_stmts(&mut body, &imap);
         let name = fresh_block_name(&g, &format!("{}_init", b.name));
         let nb = Block {
             name: name.clone(),
@@ -601,7 +601,7 @@ impl Schedule {
             new_iters.push(BlockIter { var: nv, kind, extent: l.extent.clone(), binding });
         }
         let rf_var = rf_var.ok_or_else(|| stale(lp.0, "loop"))?;
-        let rstar_value = tree::subst_expr(rstar.binding.clone(), &rmap);
+        let rstar_value = sparsec_passes::simplify::substitute_simplified(rstar.binding.clone(), &rmap);
         let body_map = HashMap::from([(rstar.var, rstar_value)]);
         let mut iters = Vec::new();
         for it in &b.iters {
@@ -613,7 +613,7 @@ impl Schedule {
         }
         let mut ridx: Vec<Expr> = spatial.iter().map(|i| Expr::Var(i.var)).collect();
         ridx.insert(factor_axis, Expr::Var(rf_var));
-        let e_rf = tree::subst_expr(e.clone(), &body_map);
+        let e_rf = sparsec_passes::simplify::substitute_simplified(e.clone(), &body_map);
         let rf_update = Expr::binary(BinOp::Add, Expr::Load(rf, ridx.clone()), e_rf);
         let mut reads: Vec<Region> =
             b.reads.iter().filter(|r| r.buffer != cbuf).map(|r| subst_region(r, &body_map)).collect();
@@ -643,14 +643,14 @@ impl Schedule {
                     let d = g.vars[l.var].dtype;
                     let nv = g.add_var(fresh_in(&mut taken_w, &Self::var_name(&g, l.var)), d);
                     let (min, ext) =
-                        (tree::subst_expr(l.min.clone(), &lmap), tree::subst_expr(l.extent.clone(), &lmap));
+                        (sparsec_passes::simplify::substitute_simplified(l.min.clone(), &lmap), sparsec_passes::simplify::substitute_simplified(l.extent.clone(), &lmap));
                     lmap.insert(l.var, Expr::Var(nv));
                     parts.push(New::Loop(Box::new(l.clone()), nv, min, ext));
                 }
                 Level::Loop(_) => {}
                 Level::Guard(c) => {
                     if guards.next().unwrap_or(false) {
-                        parts.push(New::Guard(tree::subst_expr(c.clone(), &lmap)));
+                        parts.push(New::Guard(sparsec_passes::simplify::substitute_simplified(c.clone(), &lmap)));
                     }
                 }
             }
@@ -665,7 +665,7 @@ impl Schedule {
                 var: nv,
                 kind: IterKind::Spatial,
                 extent: it.extent.clone(),
-                binding: tree::subst_expr(it.binding.clone(), &lmap),
+                binding: sparsec_passes::simplify::substitute_simplified(it.binding.clone(), &lmap),
             });
         }
         let wk = g.add_var(fresh_in(&mut taken_w, &Self::var_name(&g, rf_var)), d_lp);
@@ -679,11 +679,11 @@ impl Schedule {
         for it in &reduce_all {
             wmap.entry(it.var).or_insert_with(|| zero(g.vars[it.var].dtype));
         }
-        let widx: Vec<Expr> = cidx.iter().map(|x| tree::subst_expr(x.clone(), &wmap)).collect();
+        let widx: Vec<Expr> = cidx.iter().map(|x| sparsec_passes::simplify::substitute_simplified(x.clone(), &wmap)).collect();
         let mut wridx: Vec<Expr> = spatial.iter().map(|i| wmap[&i.var].clone()).collect();
         wridx.insert(factor_axis, Expr::Var(wk));
         let winit = b.init.clone().map(|mut s| {
-            tree::subst_stmts(&mut s, &wmap);
+            sparsec_passes::simplify::substitute_stmts(&mut s, &wmap);
             s
         });
         let wb = Block {

@@ -1,9 +1,8 @@
 //! Navigation in a function body: statement paths, lookups, substitution and fresh names.
 
-use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{Func, Stmt, StmtKind, VarId};
-use sparsec_passes::simplify::{map_stmt_exprs, simplify_expr};
-use std::collections::{HashMap, HashSet};
+
+use std::collections::HashSet;
 
 /// Position of a statement: for each level, (index of the child list, index in it). The
 /// first step's list index is always 0 (the function body).
@@ -51,29 +50,6 @@ pub(crate) fn get_mut<'a>(body: &'a mut [Stmt], path: &[(usize, usize)]) -> Opti
 /// The statements enclosing `path`, outermost first (not including the statement itself).
 pub(crate) fn ancestors<'a>(body: &'a [Stmt], path: &[(usize, usize)]) -> Vec<&'a Stmt> {
     (1..path.len()).filter_map(|k| get(body, &path[..k])).collect()
-}
-
-/// Replaces variables by expressions in every expression of `stmts`, recursively;
-/// expressions that changed are simplified.
-pub(crate) fn subst_stmts(stmts: &mut [Stmt], map: &HashMap<VarId, Expr>) {
-    for s in stmts {
-        map_stmt_exprs(&mut s.kind, &mut |e| subst_expr(e, map));
-        for child in s.kind.child_lists_mut() {
-            subst_stmts(child, map);
-        }
-    }
-}
-
-/// Replaces variables by expressions in one expression, simplifying it when it changed.
-pub(crate) fn subst_expr(e: Expr, map: &HashMap<VarId, Expr>) -> Expr {
-    if !map.keys().any(|v| e.uses_var(*v)) {
-        return e;
-    }
-    let e = e.map(&mut |x| match x {
-        Expr::Var(v) => map.get(&v).cloned().unwrap_or(Expr::Var(v)),
-        other => other,
-    });
-    simplify_expr(e)
 }
 
 /// Fresh variable names for binders placed at one statement: distinct from the axis,
