@@ -46,11 +46,7 @@ macro_rules! oracle_tests {
     };
 }
 
-oracle_tests!(
-    csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
-    sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
-    rgcn_hetero_forward, sparse_softmax, csr2bsr,
-);
+sparsec_testkit::with_workloads!(oracle_tests);
 
 #[test]
 fn square_sum_two_k() {

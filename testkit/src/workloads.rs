@@ -12,6 +12,20 @@ pub struct Case {
     pub expected: Vec<(&'static str, Vec<f32>)>,
 }
 
+/// Calls macro `$m` with the workload names that are Rust identifiers in snake case (every
+/// workload but `square_sum_two_K`), so that test files generate one test per workload from
+/// this one list: `sparsec_testkit::with_workloads!(my_tests);`.
+#[macro_export]
+macro_rules! with_workloads {
+    ($m:ident) => {
+        $m! {
+            csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
+            sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
+            rgcn_hetero_forward, sparse_softmax, csr2bsr
+        }
+    };
+}
+
 /// The workload names, as in `tests/workloads/<name>.sptir`.
 pub const WORKLOADS: [&str; 19] = [
     "csrmm",
@@ -590,4 +604,23 @@ fn build_csr2bsr(m: &Mat, _rng: &mut Rng) -> Option<Case> {
     args.int("m_in", m.rows as i64).int("n_in", m.cols as i64).int("m_out", nb as i64).int("n_out", mb as i64);
     args.int("nnz_in", m.nnz() as i64).int("nnz_out", indices_out.len() as i64).int("blk_size", blk as i64);
     Some(Case { args, expected: vec![("b", want)] })
+}
+
+#[cfg(test)]
+mod tests {
+    /// `with_workloads!` names every workload but `square_sum_two_K`, which is not snake case.
+    #[test]
+    fn the_workload_macro_lists_every_workload() {
+        macro_rules! names {
+            ($($n:ident),*) => {
+                vec![$(stringify!($n)),*]
+            };
+        }
+        let mut listed: Vec<&str> = crate::with_workloads!(names);
+        listed.push("square_sum_two_K");
+        listed.sort_unstable();
+        let mut all = super::WORKLOADS.to_vec();
+        all.sort_unstable();
+        assert_eq!(listed, all);
+    }
 }

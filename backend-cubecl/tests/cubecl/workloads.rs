@@ -38,11 +38,7 @@ macro_rules! workload_tests {
     };
 }
 
-workload_tests!(
-    csrmm, csrmm_dense_iter, segment_reduce, csr_reduce, bsrmm, ellmm, csr_element_wise, hyper_gnn, bmm,
-    sddmm, fused_sddmm, square_sum, fused_reduction_4d_2d, fused_reduction_4d_3d, rgcn_homo_forward,
-    rgcn_hetero_forward, sparse_softmax, csr2bsr,
-);
+sparsec_testkit::with_workloads!(workload_tests);
 
 #[test]
 fn scheduled_csrmm_row_per_block() {
