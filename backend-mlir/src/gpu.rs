@@ -21,6 +21,10 @@ use melior::Context;
 use sparsec_ir::text::print_expr;
 use sparsec_ir::{BufferId, DType, Expr, ForKind, Func, ParamKind, Stage, Stmt, StmtKind, Storage, ThreadTag};
 
+/// Most blocks along `y` or `z` a launch asks for: a loop bound to either with a larger
+/// extent strides over the grid.
+pub const MAX_GRID_YZ: u32 = 65_535;
+
 /// One kernel launch of the host function, for running the PTX elsewhere.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelLaunch {
@@ -335,13 +339,18 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>
 /// extent bound to it, at least 1.
 pub(crate) fn launch_sizes<'c>(t: &mut Tr<'c, '_>, b: &Block<'c>, spec: &KernelSpec<'_>) -> Result<Vec<Val<'c>>> {
     let mut sizes = Vec::with_capacity(6);
-    for dims in &spec.dims {
+    for (k, dims) in spec.dims.iter().enumerate() {
         let mut acc = t.cint(b, 1, DType::I64)?;
         for e in dims {
             let v = t.expr(b, e)?;
             let from = t.func.expr_dtype(e);
             let v = t.cast(b, v, from, DType::I64)?;
             acc = t.emit1(b, "arith.maxsi", &[acc, v], t.ty(DType::I64), &[])?;
+        }
+        if (k == 1 || k == 2) && !dims.is_empty() {
+            // As the launch plan: loops bound to y or z stride past the cap.
+            let cap = t.cint(b, MAX_GRID_YZ as i64, DType::I64)?;
+            acc = t.emit1(b, "arith.minsi", &[acc, cap], t.ty(DType::I64), &[])?;
         }
         sizes.push(t.to_index(b, acc)?);
     }
@@ -387,12 +396,17 @@ pub fn gpu_plan(func: &Func) -> Result<GpuPlan> {
             format!("max({})", parts.join(", "))
         }
     };
+    // Loops bound to y or z stride past the grid limit (see `translate`).
+    let capped = |dims: &Vec<&Expr>| match dim(dims) {
+        one if one == "1" => one,
+        d => format!("min({d}, {MAX_GRID_YZ})"),
+    };
     let launches = specs
         .iter()
         .enumerate()
         .map(|(k, s)| KernelLaunch {
             name: kernel_name(func, k),
-            grid: [dim(&s.dims[0]), dim(&s.dims[1]), dim(&s.dims[2])],
+            grid: [dim(&s.dims[0]), capped(&s.dims[1]), capped(&s.dims[2])],
             block: [dim(&s.dims[3]), dim(&s.dims[4]), dim(&s.dims[5])],
         })
         .collect();

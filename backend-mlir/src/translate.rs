@@ -939,6 +939,25 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
         let min = self.expr(b, &f.min)?;
         let ext = self.expr(b, &f.extent)?;
+        if let (Target::Gpu, ForKind::Thread(tag @ (ThreadTag::BlockIdxY | ThreadTag::BlockIdxZ))) = (self.target, f.kind) {
+            // Grid-stride: the launch caps y and z at 65,535 blocks (`gpu::MAX_GRID_YZ`), so
+            // block `y` runs iterations `y, y + S, ...` with `S = max(min(extent, 65535), 1)`
+            // (the launch has at least `S` blocks along the tag).
+            let pos = ThreadTag::ALL.iter().position(|t| *t == tag).unwrap_or(0);
+            let id = self.tids[pos].ok_or_else(|| MlirError::internal("thread id missing"))?;
+            let zero = self.cint(b, 0, dtype)?;
+            let ext = self.emit1(b, "arith.maxsi", &[ext, zero], self.ty(dtype), &[])?;
+            let it = self.index();
+            let first = self.to_index(b, min)?;
+            let n = self.to_index(b, ext)?;
+            let ub = self.emit1(b, "arith.addi", &[first, n], it, &[])?;
+            let lb = self.emit1(b, "arith.addi", &[first, id], it, &[])?;
+            let cap = self.cidx(b, crate::gpu::MAX_GRID_YZ as i64)?;
+            let one = self.cidx(b, 1)?;
+            let step = self.emit1(b, "arith.minsi", &[n, cap], it, &[])?;
+            let step = self.emit1(b, "arith.maxsi", &[step, one], it, &[])?;
+            return self.loop_op(b, f, dtype, false, [lb, ub, step]);
+        }
         if let (Target::Gpu, ForKind::Thread(tag)) = (self.target, f.kind) {
             let pos = ThreadTag::ALL.iter().position(|t| *t == tag).unwrap_or(0);
             let id = self.tids[pos].ok_or_else(|| MlirError::internal("thread id missing"))?;

@@ -56,6 +56,13 @@ fn launch_plan() {
     // Unbound code runs on a 1 x 1 grid.
     let plain = gpu_plan(&stage3("csrmm")).unwrap();
     assert_eq!(plain.launches[0].grid, ["1".to_string(), "1".to_string(), "1".to_string()]);
+    // The GPU default binds rgcn_hetero_forward's atomic loop (nnz_i iterations) to
+    // blockIdx.y: the launch caps y at 65,535 blocks and the kernel strides over the rest.
+    let f = gpu_auto("rgcn_hetero_forward");
+    let plan = gpu_plan(&f).unwrap();
+    assert!(plan.launches.iter().any(|l| l.grid[1] == "min(max(1, nnz_i), 65535)"), "{}", plan.to_json());
+    let mlir = emit_mlir(&f).unwrap();
+    assert!(mlir.contains("arith.minsi"), "{mlir}");
 }
 
 #[test]
@@ -115,4 +122,31 @@ func sh(a: handle, b: handle, n: i32) stage III {
     let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
     let e = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap_err();
     assert!(matches!(e, sparsec_backend_mlir::MlirError::Unsupported(_)), "{e}");
+}
+
+/// A loop bound to blockIdx.y with more iterations than the grid allows (70,000 > 65,535)
+/// strides over the blocks: every element is written once, as the interpreter does.
+#[test]
+fn block_y_loops_stride_past_the_grid() {
+    let src = r#"
+func wide(y: handle, n: i32) stage III {
+  buffer Y = match_buffer(y, [n], f32)
+  for i in blockIdx.y(n) {
+    block b(vi: spatial(n) = i) {
+      Y[vi] = Y[vi] + cast(f32, vi % 7)
+    }
+  }
+}
+"#;
+    let f = sparsec_ir::text::parse_func("wide", src).unwrap_or_else(|e| panic!("{e}"));
+    let n = 70_000;
+    let mut args = sparsec_ir::data::Args::new();
+    args.array("y", sparsec_ir::data::Array::F32(vec![1.0; n])).int("n", n as i64);
+    let want = sparsec_interp::run(&f, &args).unwrap();
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let k = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+    let mut got = args.clone();
+    k.run(&mut got).unwrap();
+    assert!(got.arrays["y"] == want.arrays["y"], "the emulated launch differs from the interpreter");
+    assert_eq!(gpu_plan(&f).unwrap().launches[0].grid[1], "min(max(1, n), 65535)");
 }
