@@ -241,37 +241,15 @@ fn spreadable_loop<'a>(f: &Func, stmt: &'a Stmt) -> Option<&'a sparsec_ir::For> 
 /// Whether `body` writes global memory only through `atomic_add` (at least one), reads none
 /// of what it adds to, stores only into local buffers it allocates, and binds no thread.
 fn atomic_only(f: &Func, body: &[Stmt]) -> bool {
-    use std::collections::BTreeSet;
-    let mut own = BTreeSet::new();
-    let (mut added, mut loaded) = (BTreeSet::new(), BTreeSet::new());
-    let mut ok = true;
-    walk_stmts(body, &mut |s| {
-        match &s.kind {
-            StmtKind::Alloc(b) => {
-                own.insert(*b);
-            }
-            StmtKind::For(l) if matches!(l.kind, sparsec_ir::ForKind::Thread(_)) => ok = false,
-            _ => {}
+    let mut ok = crate::loops::only_atomic_writes(f, body);
+    walk_stmts(body, &mut |s| match &s.kind {
+        StmtKind::For(l) => ok &= !matches!(l.kind, sparsec_ir::ForKind::Thread(_)),
+        StmtKind::Store { buffer, .. } => {
+            ok &= f.buffers[*buffer].storage == sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local)
         }
-        for e in s.kind.exprs() {
-            e.walk(&mut |x| match x {
-                Expr::Load(b, _) => {
-                    loaded.insert(*b);
-                }
-                Expr::AtomicAdd(b, _, _) => {
-                    added.insert(*b);
-                }
-                _ => {}
-            });
-        }
+        _ => {}
     });
-    walk_stmts(body, &mut |s| {
-        if let StmtKind::Store { buffer, .. } = &s.kind {
-            ok &= own.contains(buffer) && f.buffers[*buffer].storage == sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local);
-        }
-    });
-    let storage = |b: &sparsec_ir::BufferId| f.buffers[*b].storage;
-    ok && !added.is_empty() && !added.iter().any(|a| loaded.iter().any(|l| storage(l) == storage(a)))
+    ok
 }
 
 /// The whole CPU default on a schedule at any stage: `lower_sparse_iter` at Stage I, then

@@ -358,7 +358,7 @@ impl Schedule {
 
 /// Whether `body` writes memory only through `atomic_add` (at least once) into buffers it
 /// (or buffers sharing their storage) never reads otherwise, apart from stores into buffers it allocates itself.
-fn only_atomic_writes(g: &Func, body: &[Stmt]) -> bool {
+pub(crate) fn only_atomic_writes(g: &Func, body: &[Stmt]) -> bool {
     let mut own = Vec::new();
     let (mut added, mut loaded) = (Vec::new(), Vec::new());
     let mut other = false;
