@@ -1013,7 +1013,9 @@ impl Gen for ExpandGen {
         }
         let bad = self.nonfinite_bits(v.clone())?;
         self.flag_if(bad, STATUS_NONFINITE)?;
-        Ok(v)
+        // WGSL lets a compiler reassociate and contract (`(a - b) + b` into `a`); an opaque
+        // identity on each result keeps every operation rounded as `ir::value` rounds it.
+        self.opaque(v)
     }
 
     fn sync_storage(&mut self) -> R<()> {

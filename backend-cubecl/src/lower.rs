@@ -631,8 +631,7 @@ impl<'f, G: Gen> Walker<'f, G> {
                     y
                 };
                 if d.is_float() && g.checks_finite() && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) {
-                    let z = g.float(0.0, d)?;
-                    let zero = g.binary(BinOp::Eq, y.clone(), z, d)?;
+                    let zero = below_normal(g, y.clone(), d)?;
                     g.report_nonfinite(zero)?;
                 }
                 g.binary(*op, x, y, d)
@@ -692,14 +691,32 @@ impl<'f, G: Gen> Walker<'f, G> {
     }
 }
 
-/// Reports the finite operands on which intrinsic `f` yields inf or NaN: `log` of x <= 0,
-/// `sqrt` of x < 0, `exp` past the largest finite result, `pow` of 0 to a negative power or
-/// of a negative base to a non-integral one.
+/// `|x|` below the smallest normal float of `d`: zero, or a subnormal that WGSL lets a
+/// compiler flush to zero (so a divisor or a `log` operand there may yield anything).
+fn below_normal<G: Gen>(g: &mut G, x: G::V, d: DType) -> Result<G::V> {
+    let min = match d {
+        DType::F64 => f64::MIN_POSITIVE,
+        DType::F16 => 6.103_515_6e-5,
+        _ => f32::MIN_POSITIVE as f64,
+    };
+    let a = g.call(Intrinsic::Abs, vec![x], d)?;
+    let m = g.float(min, d)?;
+    g.binary(BinOp::Lt, a, m, d)
+}
+
+/// Reports the finite operands on which intrinsic `f` yields inf or NaN, or whose result
+/// WGSL leaves undefined: `log` of x <= 0 or subnormal, `sqrt` of x < 0, `exp` past the
+/// largest finite result, `pow` of 0 (or a subnormal) to a negative power or of a negative
+/// base to a non-integral one.
 fn guard_domain<G: Gen>(g: &mut G, f: Intrinsic, vals: &[G::V], d: DType) -> Result<()> {
     let Some(x) = vals.first().cloned() else { return Ok(()) };
     let zero = g.float(0.0, d)?;
     let cond = match f {
-        Intrinsic::Log => g.binary(BinOp::Le, x, zero, d)?,
+        Intrinsic::Log => {
+            let neg = g.binary(BinOp::Le, x.clone(), zero, d)?;
+            let tiny = below_normal(g, x, d)?;
+            g.binary(BinOp::Or, neg, tiny, DType::Bool)?
+        }
         Intrinsic::Sqrt => g.binary(BinOp::Lt, x, zero, d)?,
         Intrinsic::Exp => {
             let max = match d {
@@ -712,7 +729,7 @@ fn guard_domain<G: Gen>(g: &mut G, f: Intrinsic, vals: &[G::V], d: DType) -> Res
         }
         Intrinsic::Pow => {
             let Some(y) = vals.get(1).cloned() else { return Ok(()) };
-            let base_zero = g.binary(BinOp::Eq, x.clone(), zero.clone(), d)?;
+            let base_zero = below_normal(g, x.clone(), d)?;
             let exp_neg = g.binary(BinOp::Lt, y.clone(), zero.clone(), d)?;
             let a = g.binary(BinOp::And, base_zero, exp_neg, DType::Bool)?;
             let base_neg = g.binary(BinOp::Lt, x, zero, d)?;

@@ -43,8 +43,9 @@ pub enum RuntimeError {
     /// An integer division or remainder by zero happened (an error in the IR).
     #[error("kernel `{0}`: integer division by zero")]
     DivisionByZero(String),
-    /// A float value computed on a target that assumes finite floats (WGSL) was inf or NaN.
-    #[error("kernel `{0}`: a value computed was inf or NaN, which WGSL does not define (implementations may assume finite floats), so the results are not trusted and none is returned; run it on interp, mlir-cpu or CUDA")]
+    /// A float value computed on a target that assumes finite floats (WGSL) was inf or NaN,
+    /// or a divisor or a `log`/`pow` operand was subnormal (which WGSL may flush to zero).
+    #[error("kernel `{0}`: a value computed was inf or NaN, or a divisor or a log/pow operand was subnormal, which WGSL does not define (implementations may assume finite floats and flush subnormals), so the results are not trusted and none is returned; run it on interp, mlir-cpu or CUDA")]
     NonFinite(String),
     /// An atomic sum into an argument ended inf or NaN on a target that assumes finite floats.
     #[error("an atomic sum into `{0}` is inf or NaN, which WGSL does not define, so no result is returned; run it on interp, mlir-cpu or CUDA")]
