@@ -503,9 +503,9 @@ impl<'c, 'f> Tr<'c, 'f> {
                 BinOp::Sub => self.emit1(b, "arith.subf", &[a, c], t, &[]),
                 BinOp::Mul => self.emit1(b, "arith.mulf", &[a, c], t, &[]),
                 BinOp::Div => self.emit1(b, "arith.divf", &[a, c], t, &[]),
-                // On the GPU `minnumf`/`maxnumf` become libdevice calls: a compare and a
-                // select keep the PTX self-contained (same NaN rule: the number wins).
-                BinOp::Min | BinOp::Max if self.target == Target::Gpu => {
+                // `ir::value`'s compare and select (`minnumf` leaves the sign of equal zeros
+                // open and becomes a libdevice call on the GPU).
+                BinOp::Min | BinOp::Max => {
                     let pred = if op == BinOp::Min { 4 } else { 2 };
                     let pick_a = self.cmpf(b, pred, a, c)?;
                     // arith::CmpFPredicate uno = 14.
@@ -513,8 +513,6 @@ impl<'c, 'f> Tr<'c, 'f> {
                     let take_a = self.emit1(b, "arith.ori", &[pick_a, c_nan], bt, &[])?;
                     self.emit1(b, "arith.select", &[take_a, a, c], t, &[])
                 }
-                BinOp::Min => self.emit1(b, "arith.minnumf", &[a, c], t, &[]),
-                BinOp::Max => self.emit1(b, "arith.maxnumf", &[a, c], t, &[]),
                 BinOp::FloorDiv => {
                     let q = self.emit1(b, "arith.divf", &[a, c], t, &[])?;
                     self.emit1(b, "math.floor", &[q], t, &[])

@@ -194,3 +194,30 @@ func f(o: handle, n: i32) stage III {
     // `t` starts at its default each iteration; the function-level `G` persists.
     assert_eq!(i32s(&out, "o"), (0..5).map(|i| 10 + i * i + (i + 1) + 10).collect::<Vec<_>>());
 }
+
+#[test]
+fn float_min_and_max_compare_and_select() {
+    let src = r#"
+func mm(o: handle, x: f32, y: f32) stage III {
+  buffer O = match_buffer(o, [4], f32)
+  O[0] = min(x, y)
+  O[1] = max(x, y)
+  O[2] = min(x, nan)
+  O[3] = max(nan, y)
+}
+"#;
+    let func = parse(src);
+    // Of equal operands the second; a NaN operand yields the other.
+    let cases: [((f32, f32), [f32; 4]); 3] = [
+        ((-0.0, 0.0), [0.0, 0.0, -0.0, 0.0]),
+        ((0.0, -0.0), [-0.0, -0.0, 0.0, -0.0]),
+        ((2.0, 1.0), [1.0, 2.0, 2.0, 1.0]),
+    ];
+    for ((x, y), want) in cases {
+        let mut args = Args::new();
+        args.array("o", Array::F32(vec![0.0; 4])).float("x", x as f64).float("y", y as f64);
+        let out = run(&func, &args).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&f32s(&out, "o")), bits(&want), "x = {x}, y = {y}");
+    }
+}

@@ -19,7 +19,7 @@ use crate::data::{Args, Scalar};
 use crate::expr::{BinOp, Expr, UnOp};
 use crate::func::{AxisId, Func, Layout, ParamKind, Stmt, StmtKind, VarId};
 use crate::span::Span;
-use crate::types::{AxisKind, DType};
+use crate::types::{AxisKind, DType, IterKind};
 use crate::value::Value;
 use std::collections::HashMap;
 
@@ -310,14 +310,43 @@ impl Checker<'_> {
             }
             StmtKind::SpIter(it) => {
                 let axes: Vec<AxisId> = it.axes.iter().flat_map(|a| a.axes()).collect();
-                for (&v, a) in it.vars.iter().zip(axes) {
+                let kinds = it.iter_kinds().unwrap_or_default();
+                let mut reduction_empty = false;
+                for (k, (&v, a)) in it.vars.iter().zip(axes).enumerate() {
                     let len = self.func.axes.try_get(a).and_then(|x| eval_int(&x.length, &self.scalars));
-                    // An axis without coordinates: the iteration has no points, nothing runs.
-                    if len.is_some_and(|n| n <= 0) {
-                        return Ok(());
-                    }
                     let r = len.map_or(Range { lo: 0, hi: i64::MAX }, |n| Range { lo: 0, hi: n - 1 });
+                    if len.is_some_and(|n| n <= 0) {
+                        // No spatial point: nothing runs. No reduction step: only the init
+                        // runs, once per spatial point.
+                        if kinds.get(k) != Some(&IterKind::Reduce) {
+                            return Ok(());
+                        }
+                        reduction_empty = true;
+                        continue;
+                    }
                     self.ranges.insert(v, r);
+                }
+                if reduction_empty {
+                    return it.init.as_deref().map_or(Ok(()), |init| self.stmts(init));
+                }
+            }
+            // Stage II/III: a loop variable lies in `min ..= min + extent - 1`, a block
+            // iterator where its binding does.
+            StmtKind::For(l) => {
+                if let (Some(min), Some(extent)) = (self.range(&l.min), self.range(&l.extent)) {
+                    if extent.hi <= 0 {
+                        return Ok(()); // never runs
+                    }
+                    if let Some(hi) = min.hi.checked_add(extent.hi - 1) {
+                        self.ranges.insert(l.var, Range { lo: min.lo, hi });
+                    }
+                }
+            }
+            StmtKind::Block(b) => {
+                for it in &b.iters {
+                    if let Some(r) = self.range(&it.binding) {
+                        self.ranges.insert(it.var, r);
+                    }
                 }
             }
             _ => {}

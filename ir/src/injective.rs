@@ -27,6 +27,11 @@ pub enum Role {
     Free(Option<Expr>),
     /// The same value at every point of the map (a parameter, an outer iterator).
     Fixed,
+    /// May take any value at each point (a reduction iterator: points are compared over all
+    /// of its values), and need not be determined. An expression of such variables may only
+    /// be the highest digit of a mixed-radix sum (`GroupRows[go] * 4 + bi` determines `bi`,
+    /// `perm[go] + bi` does not).
+    Varying,
     /// Depends on the free variables in an unknown way: an expression using it is refused.
     Unknown,
 }
@@ -43,6 +48,8 @@ struct Atom {
 struct Form {
     atoms: Vec<Atom>,
     span: Option<Expr>,
+    /// Built of fixed and [`Role::Varying`] variables only, with at least one varying.
+    varying: bool,
 }
 
 /// The analysis over one role function.
@@ -110,18 +117,38 @@ impl Analysis<'_> {
         ok
     }
 
+    /// Only fixed and varying variables, at least one varying, no atomic.
+    fn varying_only(&self, e: &Expr) -> bool {
+        let (mut ok, mut any) = (true, false);
+        e.walk(&mut |x| match x {
+            Expr::Var(v) => match (self.role)(*v) {
+                Role::Fixed => {}
+                Role::Varying => any = true,
+                _ => ok = false,
+            },
+            Expr::AtomicAdd(..) => ok = false,
+            _ => {}
+        });
+        ok && any
+    }
+
     fn form(&self, e: &Expr) -> Option<Form> {
         if self.invariant(e) {
-            return Some(Form { atoms: vec![], span: Some(Expr::i32(1)) });
+            return Some(Form { atoms: vec![], span: Some(Expr::i32(1)), varying: false });
+        }
+        if self.varying_only(e) {
+            return Some(Form { atoms: vec![], span: None, varying: true });
         }
         match e {
             Expr::Var(v) => match (self.role)(*v) {
-                Role::Free(span) => Some(Form { atoms: vec![atom(e.clone(), Expr::i32(1), None)], span }),
+                Role::Free(span) => {
+                    Some(Form { atoms: vec![atom(e.clone(), Expr::i32(1), None)], span, varying: false })
+                }
                 _ => None,
             },
             Expr::Cast(DType::I64, x) => self.form(x),
             Expr::Binary(BinOp::FloorDiv, x, d) if self.invariant(d) => {
-                Some(Form { atoms: vec![atom((**x).clone(), (**d).clone(), None)], span: None })
+                Some(Form { atoms: vec![atom((**x).clone(), (**d).clone(), None)], span: None, varying: false })
             }
             // A negative modulus is refused: its digits lie in `m + 1..=0`.
             Expr::Binary(BinOp::FloorMod, x, m) if self.invariant(m) && constant(m).is_none_or(|v| v > 0) => {
@@ -131,7 +158,7 @@ impl Analysis<'_> {
                     }
                     _ => atom((**x).clone(), Expr::i32(1), Some((**m).clone())),
                 };
-                Some(Form { atoms: vec![a], span: Some((**m).clone()) })
+                Some(Form { atoms: vec![a], span: Some((**m).clone()), varying: false })
             }
             Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, ..) => self.sum(e),
             _ => None,
@@ -165,11 +192,16 @@ impl Analysis<'_> {
     fn sum(&self, e: &Expr) -> Option<Form> {
         let mut terms = Vec::new();
         self.terms(e, &mut terms)?;
-        // Coefficient 1 first, then constants ascending, then symbolic ones in order.
-        terms.sort_by_key(|(c, _)| match constant(c) {
-            Some(v) => (0, v),
-            None => (1, 0),
+        // Coefficient 1 first, then constants ascending, then symbolic ones in order; a
+        // varying term (at most one) is the highest digit.
+        terms.sort_by_key(|(c, f)| match (f.varying, constant(c)) {
+            (true, _) => (2, 0),
+            (false, Some(v)) => (0, v),
+            (false, None) => (1, 0),
         });
+        if terms.iter().filter(|(_, f)| f.varying).count() > 1 {
+            return None;
+        }
         let mut atoms = Vec::new();
         let mut span: Option<Expr> = None;
         for (k, (c, f)) in terms.into_iter().enumerate() {
@@ -187,7 +219,7 @@ impl Analysis<'_> {
             span = f.span.map(|s| mul(&c, &s));
             atoms.extend(f.atoms);
         }
-        Some(Form { atoms, span })
+        Some(Form { atoms, span, varying: false })
     }
 }
 

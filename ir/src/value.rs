@@ -113,8 +113,10 @@ macro_rules! float_binop {
                         r
                     }
                 }
-                BinOp::Min => a.min(b),
-                BinOp::Max => a.max(b),
+                // A compare and a select, the same on every backend: a NaN operand yields
+                // the other one, and of equal operands (`-0.0`, `0.0`) the second.
+                BinOp::Min => if a < b || b.is_nan() { a } else { b },
+                BinOp::Max => if a > b || b.is_nan() { a } else { b },
                 BinOp::Eq => return Ok(Out::Bool(a == b)),
                 BinOp::Ne => return Ok(Out::Bool(a != b)),
                 BinOp::Lt => return Ok(Out::Bool(a < b)),

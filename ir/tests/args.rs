@@ -113,6 +113,60 @@ fn iterations_without_points_are_not_checked() {
     refused(check_accesses(&f, &args), "takes values in 9..=9");
 }
 
+/// Without reduction steps the init still runs once per spatial point (fuzz seed 7000839:
+/// `1 // k` at k = 0 over zero rows ran unchecked on mlir-cpu).
+#[test]
+fn an_empty_reduction_still_runs_the_init() {
+    let src = "func f(u: handle, m: i32, k: i32) {
+  axis K = dense_fixed(k)
+  axis I = dense_fixed(m)
+  buffer U = match_sparse_buffer(u, [K], i32)
+  sp_iter s([K, I], \"SR\") as [kk, i] {
+    init {
+      U[kk] = 1 // kk
+    }
+    U[kk] = U[kk] + i
+  }
+}
+";
+    let f = parse_func("t.sptir", src).unwrap();
+    sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut args = Args::new();
+    args.array("u", Array::I32(vec![0; 2])).int("m", 0).int("k", 2);
+    refused(check_accesses(&f, &args), "divisor");
+    // No spatial point: nothing runs.
+    args.array("u", Array::I32(vec![])).int("k", 0);
+    check_accesses(&f, &args).unwrap();
+}
+
+/// Hand-written Stage III: loop variables and block iterators are bounded by their loops, so
+/// flat indices are proven without `--checked`; an index one below is refused.
+#[test]
+fn loops_and_blocks_bound_their_variables() {
+    let src = |idx: &str| {
+        format!(
+            "func f(b: handle, c: handle, m: i32, n: i32) stage III {{
+  buffer B = match_buffer(b, [m * n], f32)
+  buffer C = match_buffer(c, [m], f32)
+  for i in serial(m) {{
+    for k in serial(n) {{
+      block s(vi: spatial(m) = i, vk: reduce(n) = k) {{
+        C[vi] = C[vi] + B[{idx}]
+      }}
+    }}
+  }}
+}}
+"
+        )
+    };
+    let mut args = Args::new();
+    args.array("b", Array::F32(vec![0.0; 6])).array("c", Array::F32(vec![0.0; 2])).int("m", 2).int("n", 3);
+    let ok = parse_func("t.sptir", &src("vi * n + vk")).unwrap();
+    check_accesses(&ok, &args).unwrap();
+    let below = parse_func("t.sptir", &src("vi * n + vk - 1")).unwrap();
+    refused(check_accesses(&below, &args), "takes values in -1..=4");
+}
+
 /// A hand-written `while` cannot be bounded: compiled code would run it uncounted.
 #[test]
 fn while_loops_are_refused() {

@@ -1081,3 +1081,52 @@ fn block_kind_errors_render_at_the_statement() {
     let text = render_errors(&errors, &SourceFile::new("t.sptir", &src));
     assert!(text.starts_with("t.sptir:7:7: block `b`: `Y` is read at [vi + 1]"), "{text}");
 }
+
+#[test]
+fn spatial_points_must_be_told_apart_by_the_store() {
+    // Two rows `i` share `C[i // 2]`: they would race when run in parallel.
+    let f = csr(r#"  sp_iter s([I, J, K], "SRS") as [i, j, k] {
+    C[i // 2, k] = C[i // 2, k] + A[i, j]
+  }"#);
+    assert_eq!(
+        kinds(&f),
+        vec![K::SpatialPointsShared { sp_iter: s("s"), var: s("i"), buffer: s("C"), at: s("i // 2, k") }]
+    );
+}
+
+/// Rows looked up through `rows`, in groups of 4: `g` iterates groups, `b` rows of a group.
+const GROUPS: &str = "func grouped(a: handle, c: handle, rows: handle, groups: i32, m: i32) {
+  axis G = dense_fixed(groups)
+  axis B = dense_fixed(4)
+  axis I = dense_fixed(m)
+  buffer A = match_sparse_buffer(a, [G, B], f32)
+  buffer C = match_sparse_buffer(c, [I], f32)
+  buffer Rows = match_sparse_buffer(rows, [G], i32)
+BODY
+}";
+
+#[test]
+fn a_lookup_shares_points_unless_it_is_the_highest_digit() {
+    let f = |body: &str| parse_ok(&GROUPS.replace("BODY", body));
+    // A lookup may repeat a row: `g` spatial is refused, `g` reduced is a scatter.
+    let looked_up = f(r#"  sp_iter s([G, B], "SS") as [g, b] {
+    C[Rows[g] * 4 + b] = C[Rows[g] * 4 + b] + A[g, b]
+  }"#);
+    assert_eq!(
+        kinds(&looked_up),
+        vec![K::SpatialPointsShared { sp_iter: s("s"), var: s("g"), buffer: s("C"), at: s("Rows[g] * 4 + b") }]
+    );
+    // Whatever group `g` reduces over, `b` is the low digit of the row: its points are apart.
+    let scatter = f(r#"  sp_iter s([G, B], "RS") as [g, b] {
+    C[Rows[g] * 4 + b] = C[Rows[g] * 4 + b] + A[g, b]
+  }"#);
+    assert_eq!(kinds(&scatter), vec![]);
+    // An offset that is not a multiple of b's range lets two groups' rows overlap.
+    let overlap = f(r#"  sp_iter s([G, B], "RS") as [g, b] {
+    C[Rows[g] + b] = C[Rows[g] + b] + A[g, b]
+  }"#);
+    assert_eq!(
+        kinds(&overlap),
+        vec![K::SpatialPointsShared { sp_iter: s("s"), var: s("b"), buffer: s("C"), at: s("Rows[g] + b") }]
+    );
+}

@@ -749,6 +749,31 @@ fn new_iters(g: &mut Func, namer: &mut Namer, r: &Resolved) -> Vec<VarId> {
         .collect()
 }
 
+/// The new iterators of spatial origin whose values the inverse-mapped original coordinates
+/// `inv` tell apart, whatever the reduction iterators are (see [`sparsec_ir::injective`]):
+/// the outermost iterator found not determined becomes a reduction, which may let others be
+/// determined (`GroupRows[go] * 4 + bi` determines `bi` once `go` varies), and so on. Each coordinate is its own
+/// dimension.
+fn told_apart(g: &Func, r: &Resolved, inv: &[Expr], iters: &[VarId], spatial: &[bool]) -> Vec<VarId> {
+    use sparsec_ir::injective::{determined, Role};
+    let mut reduce: Vec<bool> = spatial.iter().map(|s| !s).collect();
+    loop {
+        let role = |v: VarId| match iters.iter().position(|x| *x == v) {
+            Some(p) if reduce[p] => Role::Varying,
+            Some(p) => Role::Free(Some(g.axes[r.after[p]].length.clone())),
+            None => Role::Fixed,
+        };
+        let all: Vec<&Expr> = inv.iter().collect();
+        let known: Vec<VarId> = determined(&all, &role)
+            .unwrap_or_else(|_| inv.iter().filter_map(|e| determined(&[e], &role).ok()).flatten().collect());
+        // One at a time, outermost first: the outer iterator's lookup may be what hid the others.
+        match (0..iters.len()).find(|&p| !reduce[p] && !known.contains(&iters[p])) {
+            Some(p) => reduce[p] = true,
+            None => return known,
+        }
+    }
+}
+
 /// `inv < len(old axis)` for each inverse-mapped coordinate that is not plainly an
 /// iterator over a new axis of the same length; `None` when nothing needs a guard.
 fn guard(g: &Func, r: &Resolved, inv: &[Expr], iters: &[VarId]) -> Option<Expr> {
@@ -963,13 +988,19 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved) -> Result<S
     let mut c = Copier { vars: HashMap::new(), rule: None };
     let inv = r.inv_idx_map.apply(iters.iter().map(|v| Expr::Var(*v)).collect());
     let (mut axes, mut vars, mut ks) = (Vec::new(), Vec::new(), String::new());
+    let spatial: Vec<bool> = (0..iters.len()).map(|p| kinds.get(var_start + r.origin[p]) != Some(&'R')).collect();
+    let told = told_apart(g, r, &inv, &iters, &spatial);
     let mut k = 0;
     for (e, entry) in it.axes.iter().enumerate() {
         if e == start {
             for (p, &a) in r.after.iter().enumerate() {
                 axes.push(SpIterAxis::Axis(a));
                 vars.push(iters[p]);
-                ks.push(kinds.get(var_start + r.origin[p]).copied().unwrap_or('S'));
+                // Spatial only where the original coordinates tell its values apart: a row
+                // looked up through `RowIndices` may repeat (hyb splits long rows), so its
+                // iterator accumulates into shared points and is a reduction.
+                let kind = kinds.get(var_start + r.origin[p]).copied().unwrap_or('S');
+                ks.push(if told.contains(&iters[p]) { kind } else { 'R' });
             }
         }
         let cnt = entry.axes().len();

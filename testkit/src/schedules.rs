@@ -100,16 +100,20 @@ pub fn hyb_decomposed(widths: &[i64]) -> sparsec::ir::Func {
 pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
     let mut sch = Schedule::new(g).unwrap();
     sch.lower_sparse_iter().unwrap();
+    // Chunks of one long row live in several ELL rows (their iterator is a reduction):
+    // their updates to C collide, so they are atomic before the rows are spread.
+    for b in 0..buckets {
+        let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
+        sch.annotate(inner, "atomic", sparsec::ir::AttrValue::Bool(true)).unwrap();
+    }
+    sch.lower_atomic().unwrap();
     for b in 0..buckets {
         let io = loops(&mut sch, &format!("csrmm_hyb_0_{b}0"))[0];
         sch.bind(io, BlockIdxX).unwrap();
         let inner = sch.get_block(&format!("csrmm_hyb_0_{b}1")).unwrap();
         let k = sch.get_loops(inner).unwrap()[1];
         sch.bind(k, ThreadIdxX).unwrap();
-        // Chunks of one long row live in several ELL rows: their updates to C collide.
-        sch.annotate(inner, "atomic", sparsec::ir::AttrValue::Bool(true)).unwrap();
     }
-    sch.lower_atomic().unwrap();
     // The bucket rewrites and the zeroing of C: the GPU default (128 units per block).
     sparsec::schedule::auto::gpu(&mut sch, 128).unwrap();
     sch.horizontal_fusion().unwrap();

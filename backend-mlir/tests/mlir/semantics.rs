@@ -90,3 +90,34 @@ func casts(x: handle, y: handle, o: handle, p: handle, n: i32) stage III {
         .int("n", n as i64);
     check(src, &args);
 }
+
+/// `min`/`max` of floats are `ir::value`'s compare and select: a NaN operand yields the other,
+/// and of equal operands (`-0.0`, `0.0`) the second (fuzz seed 7002096: `minnumf` on the CPU
+/// and the compare on emulated GPU kernels picked different zeros).
+#[test]
+fn float_min_and_max_pick_as_the_interpreter() {
+    let src = r#"
+func mm(x: handle, y: handle, o: handle, n: i32) stage III {
+  buffer X = match_buffer(x, [n], f32)
+  buffer Y = match_buffer(y, [n], f32)
+  buffer O = match_buffer(o, [n, 4], f32)
+  for i in parallel(n) {
+    block s(vi: spatial(n) = i) {
+      O[vi, 0] = min(X[vi], Y[vi])
+      O[vi, 1] = max(X[vi], Y[vi])
+      O[vi, 2] = min(Y[vi], X[vi])
+      O[vi, 3] = max(Y[vi], X[vi])
+    }
+  }
+}
+"#;
+    let xs: [f32; 6] = [-0.0, 0.0, f32::NAN, 1.0, f32::NAN, -2.0];
+    let ys: [f32; 6] = [0.0, -0.0, 1.0, f32::NAN, f32::NAN, 3.0];
+    let n = xs.len();
+    let mut args = Args::new();
+    args.array("x", Array::F32(xs.to_vec()))
+        .array("y", Array::F32(ys.to_vec()))
+        .array("o", Array::F32(vec![0.0; n * 4]))
+        .int("n", n as i64);
+    check(src, &args);
+}

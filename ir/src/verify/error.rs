@@ -319,6 +319,19 @@ pub enum VerifyErrorKind {
         /// The kind string with the reduced iterators marked `R`.
         kinds: String,
     },
+    /// A store of a sparse iteration whose indices do not tell the values of a spatial
+    /// iterator apart: two points may write one element.
+    #[error("sp_iter `{sp_iter}`: the store to `{buffer}`[{at}] may write one element for several values of spatial iterator `{var}`, so its points are not independent (they would race in parallel); index the store by `{var}` itself, or iterate over `{buffer}`'s axes and reduce over the rest")]
+    SpatialPointsShared {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The spatial iterator.
+        var: String,
+        /// The buffer stored to.
+        buffer: String,
+        /// The store's indices, printed.
+        at: String,
+    },
     /// A sparse iteration with spatial iterators that reads a buffer it writes at another
     /// point's element: its iterations depend on each other.
     #[error("sp_iter `{sp_iter}`: `{buffer}` is read at [{read}] but written at [{written}], so spatial points depend on each other; they must be independent (write the dependent part as its own iteration or loop)")]

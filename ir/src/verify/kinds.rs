@@ -10,7 +10,7 @@
 
 use super::{Verifier, VerifyErrorKind as K};
 use crate::expr::Expr;
-use crate::func::{walk_stmts, Block, BufferId, SpIter, Stmt, StmtKind, VarId};
+use crate::func::{walk_stmts, AxisId, Block, BufferId, Func, SpIter, SpIterAxis, Stmt, StmtKind, VarId};
 use crate::injective::{self, Role};
 use crate::types::IterKind;
 use std::collections::HashMap;
@@ -35,11 +35,25 @@ pub(super) struct Points<'f> {
     /// Buffers private to the values of some iterators (allocated inside the loops that
     /// drive them), with those iterators' bits.
     private: HashMap<BufferId, Deps>,
+    /// Sparse iterations: the coordinate range of each iterator (its axis's length), for
+    /// proving that a store's indices determine the spatial iterators. Empty for blocks,
+    /// whose bindings are checked instead.
+    spans: Vec<Option<Expr>>,
 }
 
 impl<'f> Points<'f> {
-    fn of_sp_iter(it: &'f SpIter) -> Option<Self> {
+    fn of_sp_iter(it: &'f SpIter, f: &Func) -> Option<Self> {
+        let len = |a: &AxisId| f.axes.try_get(*a).map(|x| x.length.clone());
+        let spans = it
+            .axes
+            .iter()
+            .flat_map(|a| match a {
+                SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![len(a)],
+                SpIterAxis::Fuse(v) => v.iter().map(len).collect(),
+            })
+            .collect();
         Some(Points {
+            spans,
             sp_iter: Some(it),
             name: &it.name,
             vars: it.vars.clone(),
@@ -68,6 +82,8 @@ struct Tracker<'a> {
     /// Dependences of what was stored so far to each scratch buffer (a `let` the checks
     /// pass turned into a one-element local carries its value's dependences).
     scratch: HashMap<BufferId, Deps>,
+    /// The value of each `let` met so far.
+    defs: HashMap<VarId, Expr>,
 }
 
 impl Tracker<'_> {
@@ -84,6 +100,21 @@ impl Tracker<'_> {
     fn indices(&self, idx: &[Expr]) -> Deps {
         idx.iter().fold(0, |d, e| d | self.deps(e))
     }
+
+    /// `e` with the `let`s met so far replaced by their values (each defined before use, so
+    /// as many rounds as there are `let`s reach a fixed point).
+    fn expand(&self, e: &Expr) -> Expr {
+        let mut e = e.clone();
+        for _ in 0..=self.defs.len() {
+            let mut uses = false;
+            e.walk(&mut |x| uses |= matches!(x, Expr::Var(v) if self.defs.contains_key(v)));
+            if !uses {
+                break;
+            }
+            e = e.substitute(&self.defs);
+        }
+        e
+    }
 }
 
 /// A store that does not depend on every spatial iterator: the buffer and the missing bits.
@@ -96,7 +127,7 @@ struct Miss {
 impl<'f> Verifier<'f> {
     /// Checks the declared kinds of `it` against what its init and body write.
     pub(super) fn check_kinds(&mut self, it: &'f SpIter) {
-        if let Some(p) = Points::of_sp_iter(it) {
+        if let Some(p) = Points::of_sp_iter(it, self.f) {
             self.check_points(&p);
         }
     }
@@ -139,6 +170,7 @@ impl<'f> Verifier<'f> {
             init: b.init.as_deref(),
             body: &b.body,
             private,
+            spans: Vec::new(),
         };
         self.check_points(&p);
         // A loop that drives spatial iterators must be determined by the spatial bindings;
@@ -192,7 +224,7 @@ impl<'f> Verifier<'f> {
             });
         }
         let bit = it.vars.iter().enumerate().map(|(k, &v)| (v, 1 << k)).collect();
-        let mut t = Tracker { bit, lets: HashMap::new(), local: &local, scratch: HashMap::new() };
+        let mut t = Tracker { bit, lets: HashMap::new(), local: &local, scratch: HashMap::new(), defs: HashMap::new() };
 
         if let Some(init) = it.init {
             let mut reads = 0;
@@ -220,6 +252,8 @@ impl<'f> Verifier<'f> {
         for list in it.lists() {
             collect(list, &mut stmts);
         }
+        let inner = inner_vars(it);
+        let mut shared: Option<(usize, BufferId, VarId)> = None;
         for (k, s) in stmts.iter().enumerate() {
             stmt_deps(&mut t, s);
             let (buffer, idx) = match &s.kind {
@@ -235,13 +269,29 @@ impl<'f> Verifier<'f> {
             // A store indexed by a reduction iterator is reported as such elsewhere.
             if missing != 0 && written & !spatial == 0 {
                 misses.push(Miss { stmt: k, buffer, missing });
+            } else if missing == 0 && !it.spans.is_empty() && shared.is_none() && !direct_reduce(it, idx, spatial) {
+                shared = undetermined(it, &t, &inner, idx, spatial).map(|v| (k, buffer, v));
             }
         }
-        // A mislabelled iterator is reported as such, not as a dependence.
+        // A mislabelled iterator is reported as such, not as a shared point or a dependence.
+        if let (Some((k, buffer, var)), true) = (shared, misses.is_empty()) {
+            self.span = stmts[k].span;
+            let (StmtKind::Store { indices, .. } | StmtKind::Evaluate(Expr::AtomicAdd(_, indices, _))) = &stmts[k].kind
+            else {
+                return;
+            };
+            let at = indices.iter().map(|e| crate::text::print_expr(self.f, e)).collect::<Vec<_>>().join(", ");
+            self.err(K::SpatialPointsShared {
+                sp_iter: it.name.to_string(),
+                var: self.var_name(var),
+                buffer: self.buffer_name(buffer),
+                at,
+            });
+            return;
+        }
         if spatial != 0 && misses.is_empty() {
             let vars: Vec<VarId> =
                 it.vars.iter().enumerate().filter(|(k, _)| spatial >> k & 1 == 1).map(|(_, v)| *v).collect();
-            let inner = inner_vars(it);
             self.check_independent(it, &vars, &stmts, &local, &|v| inner.contains(&v));
         }
         let mut reported: Deps = 0;
@@ -346,6 +396,43 @@ fn collect<'s>(list: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
     }
 }
 
+/// A spatial iterator of a sparse iteration whose values the store indices `idx` are not
+/// proven to tell apart (`B[i // 2]`, `B[perm[i]]`): two of its points may write one
+/// element, whatever the reduction iterators are. `let`s are looked through. Each index is a
+/// coordinate of its own dimension, so a variable is determined when the whole tuple, or one
+/// index alone, determines it.
+fn undetermined(it: &Points<'_>, t: &Tracker, inner: &[VarId], idx: &[Expr], spatial: Deps) -> Option<VarId> {
+    let role = |v: VarId| match it.vars.iter().position(|&x| x == v) {
+        Some(k) if spatial >> k & 1 == 1 => Role::Free(it.spans.get(k).cloned().flatten()),
+        Some(_) => Role::Varying,
+        None if inner.contains(&v) && t.lets.get(&v).is_none_or(|d| *d != 0) => Role::Unknown,
+        None => Role::Fixed,
+    };
+    let idx: Vec<Expr> = idx.iter().map(|e| t.expand(e)).collect();
+    let refs: Vec<&Expr> = idx.iter().collect();
+    let known = injective::determined(&refs, &role).unwrap_or_else(|_| {
+        idx.iter().filter_map(|e| injective::determined(&[e], &role).ok()).flatten().collect()
+    });
+    it.vars.iter().enumerate().find(|(k, v)| spatial >> k & 1 == 1 && !known.contains(v)).map(|(_, v)| *v)
+}
+
+/// Whether a reduction iterator indexes a store directly (not through a lookup): reported
+/// as such elsewhere.
+fn direct_reduce(it: &Points<'_>, idx: &[Expr], spatial: Deps) -> bool {
+    fn walk(e: &Expr, f: &mut dyn FnMut(VarId)) {
+        match e {
+            Expr::Var(v) => f(*v),
+            Expr::Load(..) | Expr::AtomicAdd(..) => {}
+            _ => e.children().into_iter().for_each(|c| walk(c, f)),
+        }
+    }
+    let mut found = false;
+    for e in idx {
+        walk(e, &mut |v| found |= it.vars.iter().position(|x| *x == v).is_some_and(|k| spatial >> k & 1 == 0));
+    }
+    found
+}
+
 /// Records what a `let` or nested block binds and returns the iterators the statement's own expressions
 /// (not its children's) depend on.
 fn stmt_deps(t: &mut Tracker, s: &Stmt) -> Deps {
@@ -353,6 +440,7 @@ fn stmt_deps(t: &mut Tracker, s: &Stmt) -> Deps {
         StmtKind::Let { var, value } => {
             let d = t.deps(value);
             t.lets.insert(*var, d);
+            t.defs.insert(*var, value.clone());
             d
         }
         StmtKind::Store { buffer, indices, value } => {
