@@ -186,10 +186,8 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
         if shared || tags.iter().any(|t| matches!(t, ThreadTag::BlockIdxY | ThreadTag::BlockIdxZ)) {
             continue;
         }
+        // The primitive refuses a loop beside which the kernel writes global memory.
         let Some(l) = spreadable_loop(f, top) else { continue };
-        if global_writes(f, std::slice::from_ref(top)) != global_writes(f, &l.body) {
-            continue;
-        }
         let Some(block) = first_blocks(&l.body).first().map(|b| b.name.clone()) else { continue };
         let tag = if tags.contains(&ThreadTag::BlockIdxX) { ThreadTag::BlockIdxY } else { ThreadTag::BlockIdxX };
         targets.push((block, l.var, tag));
@@ -205,26 +203,6 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// How many stores and `atomic_add`s in `stmts` write global memory.
-fn global_writes(f: &Func, stmts: &[Stmt]) -> usize {
-    use sparsec_ir::{Scope, Storage};
-    let global = |b: &sparsec_ir::BufferId| !matches!(f.buffers[*b].storage, Storage::Alloc(Scope::Local | Scope::Shared));
-    let mut n = 0;
-    walk_stmts(stmts, &mut |s| {
-        if let StmtKind::Store { buffer, .. } = &s.kind {
-            n += global(buffer) as usize;
-        }
-        for e in s.kind.exprs() {
-            e.walk(&mut |x| {
-                if let Expr::AtomicAdd(b, ..) = x {
-                    n += global(b) as usize;
-                }
-            });
-        }
-    });
-    n
 }
 
 /// The outermost serial loop in `stmt` with scalar bounds whose iterations only add

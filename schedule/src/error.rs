@@ -261,6 +261,17 @@ pub enum ScheduleError {
         /// Its kind.
         kind: String,
     },
+    /// Binding a loop to a block index inside a kernel would repeat, once per block of that
+    /// dimension, a statement beside it that writes memory the blocks share.
+    #[error("cannot bind `{loop_var}` to {tag}: a statement of the same kernel outside it writes `{buffer}`, and every block of {tag} would repeat it unordered with the others' updates; move that statement into a kernel of its own (or bind this loop's nest at the top)")]
+    RepeatedByBlocks {
+        /// The loop.
+        loop_var: String,
+        /// The tag.
+        tag: String,
+        /// The buffer written beside the loop.
+        buffer: String,
+    },
     /// The thread tag is already bound by an enclosing or enclosed loop.
     #[error("cannot bind `{loop_var}` to {tag}: loop `{other}` around or inside it is bound to it")]
     ThreadTagInUse {

@@ -346,6 +346,17 @@ impl Schedule {
             Some(StmtKind::For(x)) => x.kind = kind,
             _ => return Err(stale(lp.0, "loop")),
         }
+        if let ForKind::Thread(tag) = kind {
+            // Each top-level statement is one kernel.
+            for top in &g.body {
+                for list in top.kind.child_lists() {
+                    if let Err(buffer) = grid_writes(&g, list) {
+                        let tag = tag.name().to_string();
+                        return Err(ScheduleError::RepeatedByBlocks { loop_var: name, tag, buffer });
+                    }
+                }
+            }
+        }
         self.commit(primitive, g)?;
         let mut inputs = vec![TraceArg::Rv(lp.0)];
         if !matches!(extra, TraceArg::Rv(_)) {
@@ -354,6 +365,53 @@ impl Schedule {
         self.record(primitive, inputs, vec![]);
         Ok(())
     }
+}
+
+/// Within a kernel (`list` lies inside a top-level statement), a loop
+/// bound to a block index makes every statement beside the way to it run once per block of
+/// that dimension, with no way to order them: a write there to memory the blocks share (a
+/// parameter or a global allocation) races with the loop's own updates. `Err` names the
+/// buffer. Returns whether `list` holds such a block-bound loop.
+pub(crate) fn grid_writes(g: &Func, list: &[Stmt]) -> std::result::Result<bool, String> {
+    let mut holds = vec![false; list.len()];
+    for (k, s) in list.iter().enumerate() {
+        for child in s.kind.child_lists() {
+            holds[k] |= grid_writes(g, child)?;
+        }
+        holds[k] |= matches!(&s.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(t) if t.is_block()));
+    }
+    if holds.contains(&true) {
+        for (_, s) in list.iter().enumerate().filter(|(k, _)| !holds[*k]) {
+            if let Some(b) = shared_write(g, s) {
+                return Err(g.buffers[b].name.clone());
+            }
+        }
+    }
+    Ok(holds.contains(&true))
+}
+
+/// A buffer that every block sees (a parameter or a global allocation) written by `s`.
+fn shared_write(g: &Func, s: &Stmt) -> Option<BufferId> {
+    use sparsec_ir::{Scope, Storage};
+    let shared = |b: &BufferId| matches!(g.buffers[*b].storage, Storage::Param(_) | Storage::Alloc(Scope::Global));
+    let mut found = None;
+    walk_stmts(std::slice::from_ref(s), &mut |x| {
+        if let StmtKind::Store { buffer, .. } = &x.kind {
+            if shared(buffer) {
+                found = found.or(Some(*buffer));
+            }
+        }
+        for e in x.kind.exprs() {
+            e.walk(&mut |y| {
+                if let Expr::AtomicAdd(b, ..) = y {
+                    if shared(b) {
+                        found = found.or(Some(*b));
+                    }
+                }
+            });
+        }
+    });
+    found
 }
 
 /// Whether `body` writes memory only through `atomic_add` (at least once) into buffers it

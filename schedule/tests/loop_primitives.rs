@@ -282,6 +282,32 @@ fn bind_refusals() {
     assert!(matches!(&e, E::ThreadTagInUse { other, .. } if other == "f"), "{e:?}");
 }
 
+/// Every block of a nested blockIdx.y loop would re-run the kernel's other statements: C's
+/// zeroing beside the rows' atomic sums would race with them.
+#[test]
+fn bind_refuses_block_loops_beside_global_writes() {
+    let mut sch = sched2("csrmm");
+    let b = sch.get_block("csrmm1").unwrap();
+    sch.annotate(b, "atomic", AttrValue::Bool(true)).unwrap();
+    sch.lower_atomic().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    let j = loops(&mut sch, "csrmm1")[0];
+    sch.bind(i, ThreadTag::BlockIdxX).unwrap();
+    let e = fails(&mut sch, |s| s.bind(j, ThreadTag::BlockIdxY));
+    assert!(matches!(&e, E::RepeatedByBlocks { loop_var, buffer, .. } if loop_var == "j" && buffer == "C"), "{e:?}");
+    // Inside a serial nest the kernel is the whole nest (one per top-level statement): the
+    // zeroing would run in every block too.
+    let mut sch = sched2("csrmm");
+    let b = sch.get_block("csrmm1").unwrap();
+    sch.annotate(b, "atomic", AttrValue::Bool(true)).unwrap();
+    sch.lower_atomic().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    let j = loops(&mut sch, "csrmm1")[0];
+    let e = fails(&mut sch, |s| s.bind(j, ThreadTag::BlockIdxX));
+    assert!(matches!(&e, E::RepeatedByBlocks { tag, .. } if tag == "blockIdx.x"), "{e:?}");
+    sch.bind(i, ThreadTag::BlockIdxX).unwrap();
+}
+
 #[test]
 fn parallel_refusals() {
     let mut sch = sched2("csrmm");

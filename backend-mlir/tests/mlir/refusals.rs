@@ -27,7 +27,7 @@ fn division_by_zero_and_out_of_bounds_never_reach_compiled_code() {
     for (store, load, message) in [
         ("i, k", "j, k + 0 % 0", "divisor"),
         ("i, k + 0 % 0", "j, k", "divisor"),
-        ("i, k // (k - k)", "j, k", "divisor"),
+        ("i, k", "j, k // (k - k)", "divisor"),
         ("i, k + 1", "j, k", "index 1 of buffer `C`"),
         ("i + 1, k", "j, k", "index 0 of buffer `C`"),
         ("i, k - 1", "j, k", "index 1 of buffer `C`"),
