@@ -286,23 +286,22 @@ fn bind_refusals() {
 /// zeroing beside the rows' atomic sums would race with them.
 #[test]
 fn bind_refuses_block_loops_beside_global_writes() {
-    let mut sch = sched2("csrmm");
-    let b = sch.get_block("csrmm1").unwrap();
-    sch.annotate(b, "atomic", AttrValue::Bool(true)).unwrap();
-    sch.lower_atomic().unwrap();
-    let i = loops(&mut sch, "csrmm0")[0];
-    let j = loops(&mut sch, "csrmm1")[0];
+    // csrmm with atomic sums: the row loop `i` and the nonzero loop `j`.
+    let atomic = || {
+        let mut sch = sched2("csrmm");
+        let b = sch.get_block("csrmm1").unwrap();
+        sch.annotate(b, "atomic", AttrValue::Bool(true)).unwrap();
+        sch.lower_atomic().unwrap();
+        let (i, j) = (loops(&mut sch, "csrmm0")[0], loops(&mut sch, "csrmm1")[0]);
+        (sch, i, j)
+    };
+    let (mut sch, i, j) = atomic();
     sch.bind(i, ThreadTag::BlockIdxX).unwrap();
     let e = fails(&mut sch, |s| s.bind(j, ThreadTag::BlockIdxY));
     assert!(matches!(&e, E::RepeatedByBlocks { loop_var, buffer, .. } if loop_var == "j" && buffer == "C"), "{e:?}");
     // Inside a serial nest the kernel is the whole nest (one per top-level statement): the
     // zeroing would run in every block too.
-    let mut sch = sched2("csrmm");
-    let b = sch.get_block("csrmm1").unwrap();
-    sch.annotate(b, "atomic", AttrValue::Bool(true)).unwrap();
-    sch.lower_atomic().unwrap();
-    let i = loops(&mut sch, "csrmm0")[0];
-    let j = loops(&mut sch, "csrmm1")[0];
+    let (mut sch, i, j) = atomic();
     let e = fails(&mut sch, |s| s.bind(j, ThreadTag::BlockIdxX));
     assert!(matches!(&e, E::RepeatedByBlocks { tag, .. } if tag == "blockIdx.x"), "{e:?}");
     sch.bind(i, ThreadTag::BlockIdxX).unwrap();
