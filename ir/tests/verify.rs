@@ -485,20 +485,6 @@ fn stage_three_has_no_axes_sparse_buffers_or_sp_iter() {
 // ---- sparse iterations --------------------------------------------------------------------
 
 #[test]
-fn kind_string_length() {
-    let f = csr(&SPMM.replace("\"SRS\"", "\"SR\""));
-    let errors = verify_func(&f).unwrap_err();
-    assert_eq!(errors.len(), 1);
-    assert_eq!(errors[0].to_string(), "iterator kind string \"SR\" has length 2 but sp_iter csrmm has 3 iterators");
-}
-
-#[test]
-fn kind_string_letters() {
-    let f = csr(&SPMM.replace("\"SRS\"", "\"SrS\""));
-    assert_eq!(kinds(&f), vec![K::KindsLetter { kinds: s("SrS"), sp_iter: s("csrmm"), letter: 'r' }]);
-}
-
-#[test]
 fn iterator_count_matches_axes() {
     let mut f = csr(SPMM);
     let it = sp_iter_mut(&mut f);
@@ -526,95 +512,6 @@ fn iterator_variables_are_distinct() {
     sp_iter_mut(&mut f).vars[1] = i;
     let errors = kinds(&f);
     assert_eq!(errors[0], K::VarBoundTwice { var: s("i") });
-}
-
-#[test]
-fn parent_iterated_earlier() {
-    let f = csr(r#"  sp_iter s([J, I], "SS") as [j, i] {
-    A[i, j] = 0.0
-  }
-  sp_iter t([I], "S") as [i2] {
-    sp_iter u([J], "S") as [j2] {
-      A[i2, j2] = 1.0
-    }
-  }"#);
-    assert_eq!(kinds(&f), vec![K::MissingParentIterator { sp_iter: s("s"), axis: s("J"), parent: s("I") }]);
-}
-
-#[test]
-fn fuse_groups_are_parent_chains() {
-    let f = csr(r#"  sp_iter s([fuse(I, K), J], "SRS") as [i, k, j] {
-    A[i, j] = C[i, k]
-  }"#);
-    assert_eq!(
-        kinds(&f),
-        vec![K::FuseNotChain { sp_iter: s("s"), axis: s("K"), expected: s("I"), found: s("it has no parent") }]
-    );
-}
-
-#[test]
-fn attach_replaces_a_dense_fixed_parent() {
-    let f = parse_ok(
-        "func f(a: handle, indptr: handle, indices: handle, indptr2: handle, indices2: handle, m: i32, n: i32, nnz: i32) {
-  axis I = dense_fixed(m)
-  axis J = sparse_variable(I, n, nnz, indptr, indices)
-  axis K = sparse_variable(J, n, nnz, indptr2, indices2)
-  buffer A = match_sparse_buffer(a, [I], f32)
-  sp_iter s([I, attach(K, I)], \"SR\") as [i, k] {
-    A[i] = 0.0
-  }
-  sp_iter t([I, attach(I, I)], \"SR\") as [i2, i3] {
-    A[i2] = 0.0
-  }
-}",
-    );
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::AttachParent {
-                sp_iter: s("s"),
-                axis: s("K"),
-                new_parent: s("I"),
-                found: s("it is `J` (sparse_variable)")
-            },
-            K::AttachParent { sp_iter: s("t"), axis: s("I"), new_parent: s("I"), found: s("it has none") },
-        ]
-    );
-}
-
-#[test]
-fn no_spatial_iterator_below_a_reduction() {
-    let f = csr(r#"  sp_iter s([I, J], "RS") as [i, j] {
-    init {
-      C[j, 0] = 0.0
-    }
-    A[i, j] = 0.0
-  }"#);
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::SpatialUnderReduction { sp_iter: s("s"), var: s("j"), axis: s("J"), parent: s("I") },
-            K::SpIterReductionWrite { var: s("i"), buffer: s("A"), sp_iter: s("s") },
-        ]
-    );
-}
-
-#[test]
-fn scatter_has_a_spatial_iterator_below_a_reduction() {
-    // Aᵀ·B without an init: rows reduce into the output row of each column.
-    let f = csr(r#"  sp_iter s([I, J, K], "RSS") as [i, j, k] {
-    C[j, k] = C[j, k] + A[i, j] * B[i, k]
-  }"#);
-    assert_eq!(kinds(&f), vec![]);
-}
-
-#[test]
-fn spatial_iterators_are_written_through_lets() {
-    let f = csr(r#"  sp_iter s([I, J, K], "SRS") as [i, j, k] {
-    let kk: i32 = k + 0
-    C[i, kk] = C[i, kk] + A[i, j]
-  }"#);
-    assert_eq!(kinds(&f), vec![]);
 }
 
 #[test]
