@@ -673,71 +673,13 @@ fn allocation_shapes_see_the_variables_in_scope() {
 
 // ---- types --------------------------------------------------------------------------------
 
+/// Wrong arity can only be built by hand (the parser knows each intrinsic's arity); the
+/// operand types are `tests/filetests/verify/types/intrinsic_types.sptir`.
 #[test]
-fn operator_types() {
-    let f = dense(
-        "II",
-        "  let a = 1 + 1i64\n  let b = true + false\n  let c = 1 && 2\n  let d = !1\n  let e = -true\n  let g = min(1.0, 2)\n  let h = 1 < 2 && 2.0 >= 1.0",
-    );
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::OperandMismatch { op: "+", lhs: DType::I32, rhs: DType::I64 },
-            K::OperandType { op: "+", expected: "numeric", found: DType::Bool },
-            K::OperandType { op: "&&", expected: "bool", found: DType::I32 },
-            K::OperandType { op: "!", expected: "bool", found: DType::I32 },
-            K::OperandType { op: "-", expected: "numeric", found: DType::Bool },
-            K::OperandMismatch { op: "min", lhs: DType::F32, rhs: DType::I32 },
-        ]
-    );
-}
-
-#[test]
-fn conditions_are_bool() {
-    let f = dense("II", "  if 1 {\n  }\n  while L[0] {\n  }\n  L[0] = select(1, 2, 3)\n  L[1] = select(true, 2, 3.0)");
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::ConditionNotBool { what: "if", found: DType::I32 },
-            K::ConditionNotBool { what: "while", found: DType::I32 },
-            K::ConditionNotBool { what: "select", found: DType::I32 },
-            K::SelectArms { then: DType::I32, otherwise: DType::F32 },
-        ]
-    );
-}
-
-#[test]
-fn intrinsic_types() {
-    let mut f = dense(
-        "II",
-        "  X[0, 0] = exp(1.0) + cast(f32, abs(-3))\n  L[0] = cast(i32, exp(1))\n  L[1] = cast(i32, abs(true))\n  X[0, 1] = pow(1.0, 2.0f64)\n  X[0, 2] = cast(f32, max_value(bool))",
-    );
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::OperandType { op: "exp", expected: "float", found: DType::I32 },
-            K::OperandType { op: "abs", expected: "numeric", found: DType::Bool },
-            K::OperandMismatch { op: "pow", lhs: DType::F32, rhs: DType::F64 },
-            K::OperandType { op: "max_value", expected: "numeric", found: DType::Bool },
-        ]
-    );
-    // Wrong arity can only be built by hand.
+fn intrinsic_arity() {
+    let mut f = dense("II", "");
     f.body.push(Stmt::new(StmtKind::Evaluate(Expr::Call(Intrinsic::Sqrt, vec![]))));
-    assert_eq!(kinds(&f).last(), Some(&K::IntrinsicArity { name: "sqrt", expected: 1, found: 0 }));
-}
-
-#[test]
-fn loop_bounds() {
-    let f = dense("II", "  for i in serial(4i64, start = 1) {\n  }\n  for j in serial(2.0) {\n  }");
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::LoopBoundDType { var: s("i"), what: "start", expected: DType::I64, found: DType::I32 },
-            // `j` gets the extent's type, so its default start is mistyped too.
-            K::LoopBoundDType { var: s("j"), what: "start", expected: DType::F32, found: DType::I32 },
-            K::LoopBoundNotInt { var: s("j"), what: "extent", found: DType::F32 },
-        ]
-    );
+    assert_eq!(kinds(&f), vec![K::IntrinsicArity { name: "sqrt", expected: 1, found: 0 }]);
 }
 
 #[test]
@@ -756,12 +698,6 @@ fn block_iterators() {
             K::BlockIterBindingDType { var: s("vk"), expected: DType::I64, found: DType::I32 },
         ]
     );
-}
-
-#[test]
-fn let_types() {
-    let f = dense("II", "  let x: i64 = 1\n  let y: f32 = cast(f32, x)");
-    assert_eq!(kinds(&f), vec![K::LetDType { var: s("x"), expected: DType::I64, found: DType::I32 }]);
 }
 
 #[test]
