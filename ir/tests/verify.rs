@@ -163,25 +163,6 @@ func f(a: handle, c: handle, m: i32, n: i32) stage III {
 // ---- collecting -------------------------------------------------------------------------
 
 #[test]
-fn all_errors_are_collected() {
-    // Three independent faults: a bad kind letter, a reduction write, a mistyped store.
-    let f = csr(r#"  sp_iter s([I, J], "SX") as [i, j] {
-    C[i, 0] = 1
-  }
-  sp_iter t([I, J], "SR") as [i2, j2] {
-    A[i2, j2] = 0.0
-  }"#);
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::KindsLetter { kinds: s("SX"), sp_iter: s("s"), letter: 'X' },
-            K::StoreDType { buffer: s("C"), expected: DType::F32, found: DType::I32 },
-            K::SpIterReductionWrite { var: s("j2"), buffer: s("A"), sp_iter: s("t") },
-        ]
-    );
-}
-
-#[test]
 fn errors_render_with_locations() {
     let src = CSR.replace("BODY", "  sp_iter s([I, J], \"SR\") as [i, j] {\n    C[i, j] = 0.0\n  }");
     let f = parse_ok(&src);
@@ -394,28 +375,6 @@ fn axis_index_dtype() {
 // ---- buffers ------------------------------------------------------------------------------
 
 #[test]
-fn storage_rule_parent_directly_before() {
-    let f = parse_ok(
-        "func f(a: handle, b: handle, c: handle, indptr: handle, indices: handle, indptr2: handle, indices2: handle, m: i32, n: i32, nnz: i32) {
-  axis I = dense_fixed(m)
-  axis J = sparse_variable(I, n, nnz, indptr, indices)
-  axis K = sparse_variable(J, n, nnz, indptr2, indices2)
-  axis D = dense_fixed(n)
-  buffer A = match_sparse_buffer(a, [J, I], f32)
-  buffer B = match_sparse_buffer(b, [I, J, D, K], f32)
-  buffer C = match_sparse_buffer(c, [D, I, J, K], f32)
-}",
-    );
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::BufferAxisOrder { buffer: s("A"), axis: s("J"), parent: s("I"), found: s("it comes first") },
-            K::BufferAxisOrder { buffer: s("B"), axis: s("K"), parent: s("J"), found: s("it follows `D`") },
-        ]
-    );
-}
-
-#[test]
 fn buffer_shapes_storage_and_options() {
     let mut f = parse_ok(
         "func f(a: handle, b: handle, m: i32) stage III {
@@ -437,21 +396,6 @@ fn buffer_shapes_storage_and_options() {
 }
 
 // ---- stages -------------------------------------------------------------------------------
-
-#[test]
-fn stage_one_has_no_loops_or_blocks() {
-    let f =
-        csr("  for i in serial(m) {\n    block b(vi: spatial(m) = i) {\n    }\n  }\n  for t in threadIdx.x(4) {\n  }");
-    let hint = "loops belong to Stage II and III";
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::StmtNotAllowed { stmt: "for", stage: Stage::I, hint },
-            K::StmtNotAllowed { stmt: "block", stage: Stage::I, hint: "blocks belong to Stage II and III" },
-            K::StmtNotAllowed { stmt: "for", stage: Stage::I, hint },
-        ]
-    );
-}
 
 #[test]
 fn stage_two_has_no_sp_iter() {
@@ -530,79 +474,7 @@ fn iterator_dtype_is_the_axis_idtype() {
 
 // ---- accesses -----------------------------------------------------------------------------
 
-#[test]
-fn access_index_count_and_types() {
-    let f = csr(r#"  sp_iter s([I, K], "SS") as [i, k] {
-    C[i] = A[i, k, k] + B[k, 1.0]
-    C[i, k] = 1
-    atomic_add(C[i, k], 1.0f64)
-  }"#);
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::SpatialNotWritten { sp_iter: s("s"), var: s("k"), buffer: s("C"), kinds: s("SR") },
-            K::IndexCount { buffer: s("C"), expected: 2, found: 1 },
-            K::IndexCount { buffer: s("A"), expected: 2, found: 3 },
-            K::IndexNotInt { buffer: s("B"), dim: 1, found: DType::F32 },
-            K::StoreDType { buffer: s("C"), expected: DType::F32, found: DType::I32 },
-            K::AtomicAddDType { buffer: s("C"), expected: DType::F32, found: DType::F64 },
-        ]
-    );
-}
-
-#[test]
-fn region_index_count_and_types() {
-    let f = dense("II", "  for i in serial(m) {\n    block b(vi: spatial(m) = i) {\n      reads(X[vi], L[0.5:1])\n      writes(X[vi, 0:n])\n    }\n  }");
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::IndexCount { buffer: s("X"), expected: 2, found: 1 },
-            K::IndexNotInt { buffer: s("L"), dim: 0, found: DType::F32 },
-        ]
-    );
-}
-
 // ---- reductions ---------------------------------------------------------------------------
-
-#[test]
-fn reduction_writes_only_spatially_indexed_outputs() {
-    let f = csr(r#"  sp_iter s([I, J, K], "SRS") as [i, j, k] {
-    init {
-      C[j, k] = 0.0
-    }
-    C[i, k] = C[i, k] + A[i, j]
-    sp_iter inner([J_detach], "S") as [jd] {
-      C[j + jd - j, k] = 0.0
-    }
-  }"#);
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::SpIterReductionWrite { var: s("j"), buffer: s("C"), sp_iter: s("s") },
-            K::SpIterReductionWrite { var: s("j"), buffer: s("C"), sp_iter: s("s") },
-        ]
-    );
-    let e = verify_func(&f).unwrap_err().remove(0);
-    assert_eq!(
-        e.to_string(),
-        "reduction iterator `j` of sp_iter `s` indexes the store to `C`: a reduction may only write outputs indexed by spatial iterators"
-    );
-}
-
-#[test]
-fn block_reduce_iterators_do_not_index_stores() {
-    let f = dense(
-        "III",
-        "  for i in serial(m) {\n    for j in serial(n) {\n      block b(vi: spatial(m) = i, vj: reduce(n) = j) {\n        init {\n          X[vi, vj] = 0.0\n        }\n        L[vi] = L[vi] + 1\n        X[vi, vj] = 1.0\n        atomic_add(X[vi, vj], 1.0)\n      }\n    }\n  }",
-    );
-    assert_eq!(
-        kinds(&f),
-        vec![
-            K::BlockReductionWrite { var: s("vj"), buffer: s("X"), block: s("b") },
-            K::BlockReductionWrite { var: s("vj"), buffer: s("X"), block: s("b") },
-        ]
-    );
-}
 
 // ---- scoping ------------------------------------------------------------------------------
 
@@ -619,21 +491,6 @@ fn variables_are_used_in_scope() {
     let StmtKind::Store { value, .. } = &mut g.body[1].kind else { panic!() };
     *value = Expr::Var(x);
     assert_eq!(kinds(&g), vec![K::VarOutOfScope { var: s("x") }]);
-}
-
-#[test]
-fn no_shadowing() {
-    let f = dense(
-        "II",
-        "  let x = 1\n  let x = 2\n  for m in serial(4) {\n  }\n  for i in serial(4) {\n    block b(i: spatial(4) = i) {\n    }\n  }",
-    );
-    assert_eq!(
-        kinds(&f),
-        vec![K::Shadowing { var: s("x") }, K::Shadowing { var: s("m") }, K::Shadowing { var: s("i") }]
-    );
-    // Siblings may reuse a name.
-    let g = dense("II", "  for i in serial(4) {\n  }\n  for i in serial(4) {\n  }");
-    assert_eq!(kinds(&g), vec![]);
 }
 
 #[test]
