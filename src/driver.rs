@@ -130,27 +130,13 @@ pub fn lower(func: &Func, stage: Stage) -> Result<Func, DriverError> {
     if stage < func.stage {
         return Err(DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage });
     }
-    let mut pm = sparsec_passes::PassManager::new();
-    if func.stage == Stage::I && stage >= Stage::II {
-        pm.add("lower_sparse_iter", sparsec_passes::lower_sparse_iter);
-    }
-    if func.stage <= Stage::II && stage == Stage::III {
-        pm.add("lower_sparse_buffer", sparsec_passes::lower_sparse_buffer);
-    }
-    Ok(pm.run(func)?)
+    Ok(sparsec_passes::PassManager::lowering(func.stage, stage).run(func)?)
 }
 
 /// Every stage from the function's own down to Stage III, in order.
 pub fn lower_all(func: &Func) -> Result<Vec<Func>, DriverError> {
     let mut out = vec![func.clone()];
-    let mut pm = sparsec_passes::PassManager::new();
-    if func.stage == Stage::I {
-        pm.add("lower_sparse_iter", sparsec_passes::lower_sparse_iter);
-    }
-    if func.stage <= Stage::II {
-        pm.add("lower_sparse_buffer", sparsec_passes::lower_sparse_buffer);
-    }
-    out.extend(pm.run_all(func)?);
+    out.extend(sparsec_passes::PassManager::lowering(func.stage, Stage::III).run_all(func)?);
     Ok(out)
 }
 

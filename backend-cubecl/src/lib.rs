@@ -64,15 +64,7 @@ pub enum CubeclError {
 
 /// `func` at Stage III (lowered with the standard passes when given at Stage I or II).
 pub fn to_stage3(func: &Func) -> Result<Func, CubeclError> {
-    Ok(match func.stage {
-        Stage::I => sparsec_passes::PassManager::lowering_to(Stage::III).run(func)?,
-        Stage::II => {
-            let mut pm = sparsec_passes::PassManager::new();
-            pm.add("lower_sparse_buffer", sparsec_passes::lower_sparse_buffer);
-            pm.run(func)?
-        }
-        Stage::III => func.clone(),
-    })
+    Ok(sparsec_passes::PassManager::lowering(func.stage, Stage::III).run(func)?)
 }
 
 /// Plans and checks the kernels of `func` (any stage). Nothing is compiled for a device

@@ -103,16 +103,22 @@ impl PassManager {
         Self::default()
     }
 
-    /// The standard pipeline from Stage I down to `stage`.
-    pub fn lowering_to(stage: Stage) -> Self {
+    /// The standard pipeline from Stage `from` down to Stage `to` (empty when `to` is not
+    /// below `from`): the one place that knows which pass lowers which stage.
+    pub fn lowering(from: Stage, to: Stage) -> Self {
         let mut pm = Self::new();
-        if stage >= Stage::II {
+        if from == Stage::I && to >= Stage::II {
             pm.add("lower_sparse_iter", lower_sparse_iter);
         }
-        if stage >= Stage::III {
+        if from <= Stage::II && to == Stage::III {
             pm.add("lower_sparse_buffer", lower_sparse_buffer);
         }
         pm
+    }
+
+    /// The standard pipeline from Stage I down to `stage`.
+    pub fn lowering_to(stage: Stage) -> Self {
+        Self::lowering(Stage::I, stage)
     }
 
     /// Appends a pass.
