@@ -3,7 +3,8 @@
 //! Every program in `tests/workloads/` runs in the reference interpreter at Stage I on every
 //! matrix in `$SPARSEC_DATA` and on generated ones, and must match a dense computation written
 //! in plain Rust (`common/workloads.rs`), fp32 rtol 1e-5; before that, `ir::args` must prove
-//! every run's indices in range (what compiled backends require).
+//! every run's indices in range (what compiled backends require) and size every buffer as the
+//! interpreter does (`ir::args::buffer_len`, which the backends use).
 
 use sparsec_testkit as common;
 
@@ -11,11 +12,23 @@ use common::workloads::WORKLOADS;
 
 fn check(name: &str) {
     let func = common::workload(name);
+    let flat = sparsec::passes::PassManager::lowering(sparsec::ir::Stage::I, sparsec::ir::Stage::III).run(&func).unwrap();
     common::for_each_case(name, |mname, c| {
         // Every corpus run is proven in range, so compiled backends take it unchecked.
         sparsec::ir::args::check_structure(&func, &c.args)
             .and_then(|()| sparsec::ir::args::check_accesses(&func, &c.args))
             .unwrap_or_else(|e| panic!("{name} on {mname}: arguments refused: {e}"));
+        // The storage rule the backends size arrays by is the interpreter's, at both ends.
+        for f in [&func, &flat] {
+            for (b, buf) in f.buffers.iter() {
+                if matches!(buf.storage, sparsec::ir::Storage::Alloc(s) if s != sparsec::ir::Scope::Global) {
+                    continue;
+                }
+                let ir = sparsec::ir::args::buffer_len(f, b, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: {e}"));
+                let interp = sparsec::interp::buffer_len(f, b, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: {e}"));
+                assert_eq!(ir, interp, "{name} on {mname}: storage of `{}` at Stage {}", buf.name, f.stage);
+            }
+        }
         let out = sparsec::interp::run(&func, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: {e}"));
         for (param, want) in &c.expected {
             let got = common::output_f32(&out, param);

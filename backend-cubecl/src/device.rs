@@ -83,7 +83,7 @@ impl CompiledProgram {
                 if buf.storage != Storage::Param(p) {
                     continue;
                 }
-                let needed = sparsec_interp::buffer_len(func, b, &host).map_err(|e| ValidateError::Structure {
+                let needed = sparsec_ir::args::buffer_len(func, b, &host).map_err(|e| ValidateError::Structure {
                     param: param.name.clone(),
                     message: e.to_string(),
                 })?;
@@ -95,7 +95,7 @@ impl CompiledProgram {
         }
         for g in &program.globals {
             let buf = &func.buffers[*g];
-            let n = sparsec_interp::buffer_len(func, *g, &host).map_err(|e| ValidateError::Structure {
+            let n = sparsec_ir::args::buffer_len(func, *g, &host).map_err(|e| ValidateError::Structure {
                 param: buf.name.clone(),
                 message: e.to_string(),
             })?;

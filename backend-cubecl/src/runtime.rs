@@ -375,7 +375,7 @@ impl CompiledProgram {
             let mut needed = 0usize;
             for (b, buf) in func.buffers.iter() {
                 if buf.storage == sparsec_ir::Storage::Param(p) {
-                    let n = sparsec_interp::buffer_len(func, b, args).map_err(|e| ValidateError::Structure {
+                    let n = sparsec_ir::args::buffer_len(func, b, args).map_err(|e| ValidateError::Structure {
                         param: param.name.clone(),
                         message: e.to_string(),
                     })?;
@@ -393,7 +393,7 @@ impl CompiledProgram {
         }
         for g in &self.program.globals {
             let buf = &func.buffers[*g];
-            let n = sparsec_interp::buffer_len(func, *g, args).map_err(|e| ValidateError::Structure {
+            let n = sparsec_ir::args::buffer_len(func, *g, args).map_err(|e| ValidateError::Structure {
                 param: buf.name.clone(),
                 message: e.to_string(),
             })?;

@@ -431,7 +431,7 @@ impl CpuKernel {
                         bound = true;
                         let n = match scalar_len(&self.func, b, args) {
                             Some(n) => n,
-                            None => sparsec_interp::buffer_len(&self.func, h, args)
+                            None => sparsec_ir::args::buffer_len(&self.func, h, args)
                                 .map_err(|e| MlirError::Size(e.to_string()))?,
                         };
                         needed = needed.max(n);

@@ -65,6 +65,14 @@ pub enum ArgsError {
         /// What is wrong.
         message: String,
     },
+    /// A buffer whose storage size cannot be computed from the arguments, or overflows.
+    #[error("buffer `{buffer}`: {message}")]
+    Size {
+        /// The buffer.
+        buffer: String,
+        /// What is wrong.
+        message: String,
+    },
     /// An access or a division that may leave its range for these arguments.
     #[error("{message}")]
     Access {
@@ -76,6 +84,45 @@ pub enum ArgsError {
 }
 
 type R<T> = Result<T, ArgsError>;
+
+/// Elements of storage that `buffer` needs for `args`, by the storage rule: over its axes
+/// from `off = 1`, a fixed axis multiplies by its row extent, a variable one reads its
+/// `indptr[off]`; a dense buffer is the product of its shape; both plus `extra_storage`.
+/// The scalars and row pointers come from `args` (checked by [`check_structure`] first).
+pub fn buffer_len(func: &Func, buffer: crate::func::BufferId, args: &Args) -> R<usize> {
+    let scalars = scalar_values(func, args)?;
+    let buf = func.buffers.try_get(buffer).ok_or_else(|| ArgsError::Missing(format!("buffer #{}", buffer.index())))?;
+    let err = |message: String| ArgsError::Size { buffer: buf.name.clone(), message };
+    let value = |e: &Expr, what: &str| eval_int(e, &scalars).ok_or_else(|| err(format!("its {what} is not a parameter expression")));
+    let overflow = || err("its storage size overflows".into());
+    let mut size: i64 = 1;
+    match &buf.layout {
+        Layout::Sparse(axes) => {
+            for &a in axes {
+                let axis = func.axes.try_get(a).ok_or_else(|| err("an axis is dangling".into()))?;
+                size = match (axis.kind.is_variable(), axis.indptr, axis.fixed_row_extent()) {
+                    (true, Some(p), _) => {
+                        let name = &func.params[p].name;
+                        let ptr = args.arrays.get(name).ok_or_else(|| ArgsError::Missing(name.clone()))?;
+                        let at = usize::try_from(size).map_err(|_| overflow())?;
+                        ptr.get_i64(at).ok_or(ArgsError::Length { param: name.clone(), needed: at + 1, found: ptr.len() })?
+                    }
+                    (false, _, Some(extent)) => size.checked_mul(value(extent, &format!("axis `{}` extent", axis.name))?).ok_or_else(overflow)?,
+                    _ => return Err(err(format!("axis `{}` has no row extent or indptr", axis.name))),
+                };
+            }
+        }
+        Layout::Dense(shape) => {
+            for d in shape {
+                size = size.checked_mul(value(d, "shape")?).ok_or_else(overflow)?;
+            }
+        }
+    }
+    if let Some(extra) = &buf.extra_storage {
+        size = size.checked_add(value(extra, "extra_storage")?).ok_or_else(overflow)?;
+    }
+    usize::try_from(size).map_err(|_| err(format!("its storage size {size} is negative")))
+}
 
 /// The integer values of the scalar parameters of `func`.
 pub fn scalar_values(func: &Func, args: &Args) -> R<HashMap<VarId, i64>> {
