@@ -15,3 +15,8 @@ export SPARSEC_DATA="${SPARSEC_DATA:-$ROOT/../shared/data}"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 # The backends link LLVM/MLIR 22 and run on Vulkan: make sure the packages are there.
 "$ROOT/scripts/install-deps"
+# NVIDIA's ptxas and libdevice from PyPI: PTX links libdevice's math, tests assemble kernels.
+if [ -z "${SPARSEC_CUDA_NVCC:-}" ]; then
+  SPARSEC_CUDA_NVCC="$(python3 -c 'import nvidia.cuda_nvcc as m; print(m.__path__[0])' 2>/dev/null || true)"
+  export SPARSEC_CUDA_NVCC
+fi

@@ -422,15 +422,35 @@ pub fn emit_mlir(func: &Func) -> Result<String> {
     Ok(module.as_operation().to_string())
 }
 
-/// CUDA's libdevice, when installed (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`): math
-/// calls become libdevice functions that must be linked into the PTX.
+/// The root of a CUDA toolkit holding `nvvm/libdevice/libdevice.10.bc` (and `bin/ptxas`):
+/// `$SPARSEC_CUDA_NVCC` (PyPI's `nvidia-cuda-nvcc-cu12` folder, which `scripts/common.sh`
+/// sets), `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`, then the PyPI package as
+/// `python3` finds it. Looked up once.
+pub fn cuda_root() -> Option<std::path::PathBuf> {
+    static ROOT: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let pip = || {
+            let out = std::process::Command::new("python3")
+                .args(["-c", "import nvidia.cuda_nvcc as m; print(m.__path__[0])"])
+                .output()
+                .ok()?;
+            out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        };
+        let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+        [env("SPARSEC_CUDA_NVCC"), env("CUDA_HOME"), env("CUDA_PATH"), Some("/usr/local/cuda".into())]
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once_with(pip).flatten())
+            .map(std::path::PathBuf::from)
+            .find(|r| r.join("nvvm/libdevice/libdevice.10.bc").exists())
+    })
+    .clone()
+}
+
+/// CUDA's libdevice under [`cuda_root`]: math calls become libdevice functions that must be
+/// linked into the PTX.
 pub fn libdevice() -> Option<String> {
-    let roots = [std::env::var("CUDA_HOME").ok(), std::env::var("CUDA_PATH").ok(), Some("/usr/local/cuda".into())];
-    roots
-        .into_iter()
-        .flatten()
-        .map(|r| format!("{r}/nvvm/libdevice/libdevice.10.bc"))
-        .find(|p| std::path::Path::new(p).exists())
+    cuda_root().map(|r| r.join("nvvm/libdevice/libdevice.10.bc").display().to_string())
 }
 
 /// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking [`libdevice`] when found).
@@ -462,10 +482,18 @@ pub fn emit_ptx(func: &Func, chip: &str) -> Result<String> {
         .filter(|l| l.trim_start().starts_with("gpu.binary"))
         .filter_map(longest_string_literal)
         .collect::<Vec<_>>();
-    match ptx.len() {
-        1 => Ok(ptx.into_iter().next().unwrap_or_default()),
-        n => Err(MlirError::internal(format!("expected one gpu.binary with PTX, found {n}"))),
+    let ptx = match ptx.len() {
+        1 => ptx.into_iter().next().unwrap_or_default(),
+        n => return Err(MlirError::internal(format!("expected one gpu.binary with PTX, found {n}"))),
+    };
+    // Without libdevice, a math call stays an unresolved `.extern` that no driver can load.
+    if let Some(name) = ptx.lines().find(|l| l.starts_with(".extern .func")).and_then(|l| l.split_whitespace().last()) {
+        return Err(MlirError::unsupported(format!(
+            "the PTX calls `{name}` from CUDA's libdevice, which was not found: install it with \
+             `pip install nvidia-cuda-nvcc-cu12` (scripts/install-deps does), or set CUDA_HOME"
+        )));
     }
+    Ok(ptx)
 }
 
 /// The longest string literal of a printed MLIR line, unescaped (`\\`, `\XX` hex).
