@@ -6,6 +6,9 @@
 //!   diagnostic, in order (none: the file must verify).
 //! * `# test: lower 2` or `# test: lower 3` — lower every function to Stage II or III; the
 //!   `#| ` lines are the printed IR (or one `# error: ...` line if lowering refuses).
+//! * `# test: schedule` — replay the trace of the file's `# trace: ` lines (one JSON
+//!   instruction each, as `Trace::to_json` writes them) on its one function; the `#| ` lines
+//!   are the scheduled IR, or one `# error: ...` line is the primitive's refusal.
 //!
 //! Expectations sit at the end, so rewriting them never moves a line they refer to:
 //! `SPARSEC_BLESS=1 cargo test --test filetests` rewrites them from the output. A new case is
@@ -20,6 +23,8 @@ use std::path::{Path, PathBuf};
 /// Prefixes of expectation lines.
 const ERROR: &str = "# error: ";
 const IR: &str = "#| ";
+/// Prefix of a trace instruction (input, not expectation).
+const TRACE: &str = "# trace: ";
 
 /// Every `.sptir` under `dir`, sorted.
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -67,6 +72,21 @@ fn run(test: &str, name: &str, text: &str) -> Result<Vec<String>, String> {
                 }
             }
             Ok(out)
+        }
+        ["schedule"] => {
+            let module = match diagnostics(name, text) {
+                Ok(m) => m,
+                Err(d) => return Ok(d),
+            };
+            let [f] = module.funcs.as_slice() else { return Err("a schedule test holds one function".into()) };
+            let mut trace = sparsec::schedule::Trace::default();
+            for (k, line) in text.lines().filter_map(|l| l.strip_prefix(TRACE)).enumerate() {
+                trace.insts.push(serde_json::from_str(line).map_err(|e| format!("trace line {}: {e}", k + 1))?);
+            }
+            Ok(match trace.replay(f) {
+                Ok(sch) => print_func(sch.func()).lines().map(|l| format!("{IR}{l}")).collect(),
+                Err(e) => vec![format!("{ERROR}{e}")],
+            })
         }
         _ => Err(format!("unknown test `{test}`")),
     }

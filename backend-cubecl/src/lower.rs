@@ -246,11 +246,9 @@ impl<'f, G: Gen> Walker<'f, G> {
         let saved = self.vars.clone();
         // Statements every unit runs redundantly (a serial init) beside thread-bound loops
         // over the same memory: a storage barrier between them.
-        let mixed = uniform
-            && stmts.iter().any(has_thread_loop)
-            && stmts.iter().any(|s| !has_thread_loop(s) && writes_memory(self.func, s));
+        let mixed = uniform && sparsec_ir::writes_beside_thread_loops(self.func, stmts);
         for s in stmts {
-            let sync = uniform && (self.plan.uses_shared || mixed) && has_thread_loop(s);
+            let sync = uniform && (self.plan.uses_shared || mixed) && sparsec_ir::has_thread_loop(s);
             let barrier = |g: &mut G| if mixed { g.sync_storage() } else { g.sync() };
             if sync {
                 barrier(g)?;
@@ -749,33 +747,4 @@ fn zero<G: Gen>(g: &mut G, d: DType) -> Result<G::V> {
         d if d.is_int() => g.int(0, d),
         d => g.float(0.0, d),
     }
-}
-
-/// Whether `s` writes a global buffer.
-fn writes_memory(func: &Func, s: &Stmt) -> bool {
-    let global = |b: &BufferId| func.buffers.try_get(*b).is_some_and(|x| !matches!(x.storage, Storage::Alloc(Scope::Local | Scope::Shared)));
-    let mut hit = false;
-    sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
-        if let StmtKind::Store { buffer, .. } = &x.kind {
-            hit |= global(buffer);
-        }
-        for e in x.kind.exprs() {
-            e.walk(&mut |y| {
-                if let Expr::AtomicAdd(b, ..) = y {
-                    hit |= global(b);
-                }
-            });
-        }
-    });
-    hit
-}
-
-fn has_thread_loop(s: &Stmt) -> bool {
-    let mut hit = false;
-    sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
-        if let StmtKind::For(f) = &x.kind {
-            hit |= matches!(f.kind, ForKind::Thread(t) if !t.is_block());
-        }
-    });
-    hit
 }

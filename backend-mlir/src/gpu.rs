@@ -177,12 +177,32 @@ pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
         if let Some(from) = unbound_from.take() {
             out.push(KernelSpec { stmts: &func.body[from..i], dims: Default::default() });
         }
+        needs_no_barrier(func, std::slice::from_ref(s))?;
         out.push(KernelSpec { stmts: &func.body[i..=i], dims });
     }
     if let Some(from) = unbound_from {
         out.push(KernelSpec { stmts: &func.body[from..], dims: Default::default() });
     }
     Ok(out)
+}
+
+/// Refuses a kernel in which some units of a block would write global memory redundantly
+/// (outside thread-bound loops) while others already run a thread-bound loop beside it: that
+/// needs a barrier, which this path does not emit (CubeCL's does).
+fn needs_no_barrier(func: &Func, stmts: &[Stmt]) -> Result<()> {
+    if sparsec_ir::writes_beside_thread_loops(func, stmts) {
+        return Err(MlirError::unsupported(
+            "a kernel statement outside its thread-bound loops writes global memory beside them: every \
+             thread would repeat it unordered with the others' work, and the MLIR GPU path emits no barrier; \
+             bind that statement's loops to the same threads, or run it on cubecl",
+        ));
+    }
+    for s in stmts {
+        for list in s.kind.child_lists() {
+            needs_no_barrier(func, list)?;
+        }
+    }
+    Ok(())
 }
 
 /// Buffers allocated once per call (function-level `alloc_buffer`).

@@ -446,6 +446,47 @@ impl Func {
         });
         out
     }
+
+    /// The first buffer that every unit of a GPU launch shares (a parameter or a global
+    /// allocation) written in `stmts` by a store or an `atomic_add`.
+    pub fn global_write(&self, stmts: &[Stmt]) -> Option<BufferId> {
+        let global = |b: &BufferId| {
+            self.buffers.try_get(*b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global)))
+        };
+        let mut found = None;
+        walk_stmts(stmts, &mut |s| {
+            if let StmtKind::Store { buffer, .. } = &s.kind {
+                found = found.or(global(buffer).then_some(*buffer));
+            }
+            for e in s.kind.exprs() {
+                e.walk(&mut |x| {
+                    if let Expr::AtomicAdd(b, ..) = x {
+                        found = found.or(global(b).then_some(*b));
+                    }
+                });
+            }
+        });
+        found
+    }
+}
+
+/// Whether `s` holds a loop bound to a thread index (`threadIdx.*`, not a block index).
+pub fn has_thread_loop(s: &Stmt) -> bool {
+    let mut hit = false;
+    walk_stmts(std::slice::from_ref(s), &mut |x| {
+        if let StmtKind::For(f) = &x.kind {
+            hit |= matches!(f.kind, ForKind::Thread(t) if !t.is_block());
+        }
+    });
+    hit
+}
+
+/// Whether, in a statement list of a kernel, a statement outside every thread-bound loop
+/// writes global memory beside a statement holding one: each unit of the block runs the
+/// former redundantly while others run the latter, so they need a barrier between them.
+pub fn writes_beside_thread_loops(f: &Func, stmts: &[Stmt]) -> bool {
+    stmts.iter().any(has_thread_loop)
+        && stmts.iter().any(|s| !has_thread_loop(s) && f.global_write(std::slice::from_ref(s)).is_some())
 }
 
 /// Calls `f` on every statement of `stmts`, recursively, parents first (inits included).

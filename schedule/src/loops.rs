@@ -382,36 +382,12 @@ pub(crate) fn grid_writes(g: &Func, list: &[Stmt]) -> std::result::Result<bool, 
     }
     if holds.contains(&true) {
         for (_, s) in list.iter().enumerate().filter(|(k, _)| !holds[*k]) {
-            if let Some(b) = shared_write(g, s) {
+            if let Some(b) = g.global_write(std::slice::from_ref(s)) {
                 return Err(g.buffers[b].name.clone());
             }
         }
     }
     Ok(holds.contains(&true))
-}
-
-/// A buffer that every block sees (a parameter or a global allocation) written by `s`.
-fn shared_write(g: &Func, s: &Stmt) -> Option<BufferId> {
-    use sparsec_ir::{Scope, Storage};
-    let shared = |b: &BufferId| matches!(g.buffers[*b].storage, Storage::Param(_) | Storage::Alloc(Scope::Global));
-    let mut found = None;
-    walk_stmts(std::slice::from_ref(s), &mut |x| {
-        if let StmtKind::Store { buffer, .. } = &x.kind {
-            if shared(buffer) {
-                found = found.or(Some(*buffer));
-            }
-        }
-        for e in x.kind.exprs() {
-            e.walk(&mut |y| {
-                if let Expr::AtomicAdd(b, ..) = y {
-                    if shared(b) {
-                        found = found.or(Some(*b));
-                    }
-                }
-            });
-        }
-    });
-    found
 }
 
 /// Whether `body` writes memory only through `atomic_add` (at least once) into buffers it

@@ -73,6 +73,26 @@ fn ptxas_assembles_every_kernel_without_spills() {
     assert!(kernels >= 4 * WORKLOADS.len(), "only {kernels} kernels assembled");
 }
 
+/// Rows on blocks and features on threads, C's zeroing left serial beside the sum: every
+/// thread would zero the row while others add into it. Without barriers the GPU path refuses.
+#[test]
+fn redundant_writes_beside_thread_loops_are_refused() {
+    use sparsec_ir::ThreadTag;
+    let mut sch = sparsec_schedule::Schedule::new(sparsec_testkit::workload("csrmm")).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let b0 = sch.get_block("csrmm0").unwrap();
+    let i = sch.get_loops(b0).unwrap()[0];
+    sch.bind(i, ThreadTag::BlockIdxX).unwrap();
+    let b1 = sch.get_block("csrmm1").unwrap();
+    let k = sch.get_loops(b1).unwrap()[1];
+    sch.bind(k, ThreadTag::ThreadIdxX).unwrap();
+    sch.lower_sparse_buffer().unwrap();
+    let f = sch.into_func();
+    let e = emit_mlir(&f).unwrap_err().to_string();
+    assert!(e.contains("emits no barrier"), "{e}");
+    assert!(emit_ptx(&f, "sm_90").is_err());
+}
+
 #[test]
 fn golden_mlir() {
     snapshot("csrmm_gpu_mlir", &emit_mlir(&csrmm_gpu()).unwrap());
