@@ -23,6 +23,7 @@ fn random_programs_agree_across_stages() {
     let start = Instant::now();
     let mut runner = Runner::default();
     runner.backends.push(("checked Stage III".into(), Box::new(checked_stage3)));
+    runner.staged_backends.push(("interp (random schedule)".into(), Box::new(random_scheduled)));
     let all = std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1");
     let opts = if all { GenOptions::all() } else { GenOptions::default() };
     // Panics are caught and reported per case; keep the default hook from flooding the log.
@@ -91,6 +92,15 @@ fn checked_stage3(f: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> Resu
     match Fault::decode(&sites, &fault) {
         Some(fault) => Err(fault.to_string()),
         None => Ok(out),
+    }
+}
+
+/// The interpreter on a random schedule of the program (`schedules::random_schedule_of`):
+/// every primitive the schedule applied must have kept the meaning.
+fn random_scheduled(f1: &sparsec::ir::Func, _: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> Result<sparsec::ir::data::Args, String> {
+    match sparsec_testkit::schedules::random_schedule_of(f1) {
+        Some((f, tried)) => sparsec::interp::run(&f, args).map_err(|e| format!("{e} (schedule: {})", tried.join("; "))),
+        None => sparsec::interp::run(f1, args).map_err(|e| e.to_string()),
     }
 }
 

@@ -204,12 +204,16 @@ proptest! {
         prop_assert_eq!(&back, sch.trace());
         let again = back.replay(&stage2("csrmm")).unwrap();
         prop_assert_eq!(again.text(), sch.text());
-        // Same results as the unscheduled program on a small matrix with empty rows.
+        // Same results as the unscheduled program on a small matrix with empty rows, up to
+        // rounding: a split and reorder of the reduction loop changes the order of the sums.
         let m = &common::generated()[2].1;
         let args = common::args_for("csrmm", m, 3);
         let want = common::run_c(&common::to_stage3(&stage2("csrmm")), &args);
         let got = common::run_c(&common::to_stage3(sch.func()), &args);
-        prop_assert_eq!(got, want);
+        prop_assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!((g - w).abs() <= 1e-5 * g.abs().max(w.abs()).max(1.0), "got {g}, want {w}");
+        }
     }
 
     /// Any trace value round trips through JSON.

@@ -120,3 +120,82 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
     sch.lower_sparse_buffer().unwrap();
     sch
 }
+
+/// A random schedule of `f1` (Stage I) at Stage III, for differential fuzzing: after
+/// `lower_sparse_iter`, a few random primitives on random loops (split by a small factor,
+/// bind to a block or thread index, parallel, vectorize, unroll, fuse two loops); primitives
+/// refuse what they cannot prove and leave the IR unchanged, so every outcome is a legal
+/// schedule whose numbers must equal Stage I's. Also returns the instructions tried, for
+/// reproducing. `None` when the program does not lower.
+pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir::Func, Vec<String>)> {
+    use sparsec::ir::{StmtKind, ThreadTag};
+    let mut rng = crate::Rng::new(seed);
+    let mut sch = Schedule::new(f1.clone()).ok()?;
+    sch.lower_sparse_iter().ok()?;
+    let mut tried = Vec::new();
+    let tags = [ThreadTag::BlockIdxX, ThreadTag::BlockIdxY, ThreadTag::ThreadIdxX, ThreadTag::ThreadIdxY];
+    for _ in 0..1 + rng.below(4) {
+        let mut blocks = Vec::new();
+        sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
+            if let StmtKind::Block(b) = &s.kind {
+                blocks.push(b.name.clone());
+            }
+        });
+        if blocks.is_empty() {
+            break;
+        }
+        let name = blocks[rng.below(blocks.len())].clone();
+        let Ok(b) = sch.get_block(&name) else { continue };
+        let Ok(loops) = sch.get_loops(b) else { continue };
+        if loops.is_empty() {
+            continue;
+        }
+        let k = rng.below(loops.len());
+        let lp = loops[k];
+        let what = rng.below(7);
+        let ok = match what {
+            0 => {
+                let f = [2, 3, 4, 32][rng.below(4)];
+                tried.push(format!("split loop {k} of {name} by {f}"));
+                sch.split(lp, &[None, Some(f)]).is_ok()
+            }
+            1 | 2 => {
+                let t = tags[rng.below(tags.len())];
+                tried.push(format!("bind loop {k} of {name} to {}", t.name()));
+                sch.bind(lp, t).is_ok()
+            }
+            3 => {
+                tried.push(format!("parallel loop {k} of {name}"));
+                sch.parallel(lp).is_ok()
+            }
+            4 => {
+                tried.push(format!("vectorize loop {k} of {name}"));
+                sch.vectorize(lp).is_ok()
+            }
+            5 => {
+                tried.push(format!("unroll loop {k} of {name}"));
+                sch.unroll(lp).is_ok()
+            }
+            _ if k + 1 < loops.len() => {
+                tried.push(format!("fuse loops {k}, {} of {name}", k + 1));
+                sch.fuse(&[lp, loops[k + 1]]).is_ok()
+            }
+            _ => false,
+        };
+        if !ok {
+            if let Some(last) = tried.last_mut() {
+                last.push_str(" (refused)");
+            }
+        }
+    }
+    sch.lower_sparse_buffer().ok()?;
+    Some((sch.into_func(), tried))
+}
+
+/// [`random_schedule`] seeded by `f1`'s printed text, so a reproducer file replays it.
+pub fn random_schedule_of(f1: &sparsec::ir::Func) -> Option<(sparsec::ir::Func, Vec<String>)> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    sparsec::ir::text::print_func(f1).hash(&mut h);
+    random_schedule(f1, h.finish())
+}

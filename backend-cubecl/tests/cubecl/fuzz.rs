@@ -1,5 +1,5 @@
 //! Random Stage-I programs (`sparsec_testkit::fuzz`) run on wgpu, unscheduled (one unit per
-//! nest) and with the GPU default schedule, against the interpreter. Arguments the Stage-I checks refuse, and runs refused at launch (lavapipe's
+//! nest), with the GPU default schedule and with a random schedule, against the interpreter. Arguments the Stage-I checks refuse, and runs refused at launch (lavapipe's
 //! loop limit, division by zero), are clean refusals; anything else that differs fails.
 //! `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed.
 
@@ -13,8 +13,16 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// Messages of clean refusals: argument checks, launch-time refusals, unsupported constructs.
-const REFUSALS: &[&str] =
-    &["invalid arguments", "loop iterations", "division by", "not supported", "cannot", "too large", "WGSL does not define"];
+const REFUSALS: &[&str] = &[
+    "invalid arguments",
+    "loop iterations",
+    "division by",
+    "not supported",
+    "cannot",
+    "too large",
+    "WGSL does not define",
+    "must depend on scalar parameters only",
+];
 
 /// Seeds of fixed failures, run every time: 200676 divided by an `i - i` that CubeCL folded
 /// to a constant 0, which naga refuses to compile (never reached: no rows); 49468, 200123,
@@ -42,6 +50,21 @@ fn wgpu_runner<'a>(f1: &'a Func, client: &'a cubecl::client::Client) -> Runner<'
             let s = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
             let prog = compile_with_structure(&s, f1).map_err(|e| e.to_string())?;
             prog.run(client, args).map_err(|e| e.to_string())
+        }),
+    ));
+    // A random schedule (`schedules::random_schedule_of`); where wgpu refuses it cleanly the
+    // interpreter's result stands in (not compared), as the plain runs count such refusals.
+    runner.backends.push((
+        "cubecl-wgpu (random schedule)".into(),
+        Box::new(move |_, args| {
+            let interp = || sparsec_interp::run(f1, args).map_err(|e| e.to_string());
+            let Some((s, tried)) = sparsec_testkit::schedules::random_schedule_of(f1) else { return interp() };
+            let run = compile_with_structure(&s, f1).map_err(|e| e.to_string()).and_then(|p| p.run(client, args).map_err(|e| e.to_string()));
+            match run {
+                Err(e) if REFUSALS.iter().any(|r| e.contains(r)) => interp(),
+                Err(e) => Err(format!("{e} (schedule: {})", tried.join("; "))),
+                Ok(out) => Ok(out),
+            }
         }),
     ));
     runner

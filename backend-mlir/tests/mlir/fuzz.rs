@@ -30,7 +30,22 @@ fn jit(f1: &Func, f3: &Func, args: &Args, opts: &CpuOptions) -> Result<Args, Str
     Ok(out)
 }
 
-/// mlir-cpu unscheduled, with the default CPU schedule, and GPU-scheduled kernels emulated.
+/// `f1` under its random schedule (`sparsec_testkit::schedules::random_schedule`) on the JIT.
+/// A schedule the backend refuses (`Unsupported`, a clean error) is not compared: the
+/// interpreter's result stands in for it.
+fn random_scheduled(f1: &Func, args: &Args, emulate_gpu: bool) -> Result<Args, String> {
+    let Some((f, tried)) = sparsec_testkit::schedules::random_schedule_of(f1) else {
+        return sparsec_interp::run(f1, args).map_err(|e| e.to_string());
+    };
+    match jit(f1, &f, args, &CpuOptions { emulate_gpu, ..CpuOptions::default() }) {
+        Err(e) if e.starts_with("unsupported by the MLIR backend") => sparsec_interp::run(f1, args).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("{e} (schedule: {})", tried.join("; "))),
+        Ok(out) => Ok(out),
+    }
+}
+
+/// mlir-cpu unscheduled, with the default CPU schedule, and GPU-scheduled kernels emulated;
+/// then a random schedule on CPU threads and as emulated GPU kernels.
 fn runner() -> Runner<'static> {
     let mut r = Runner::default();
     r.staged_backends.push(("mlir-cpu".into(), Box::new(|f1, f3, a| jit(f1, f3, a, &CpuOptions::default()))));
@@ -48,6 +63,9 @@ fn runner() -> Runner<'static> {
             jit(f1, &f, a, &CpuOptions { emulate_gpu: true, ..CpuOptions::default() })
         }),
     ));
+    r.staged_backends.push(("mlir-cpu (random schedule)".into(), Box::new(|f1, _, a| random_scheduled(f1, a, false))));
+    r.staged_backends
+        .push(("mlir gpu emulated (random schedule)".into(), Box::new(|f1, _, a| random_scheduled(f1, a, true))));
     r
 }
 
@@ -100,7 +118,7 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
     }
     let _ = std::panic::take_hook();
     println!(
-        "mlir fuzz: {ran} cases from seed {first:#x} in {:.1} s, each on 3 configurations: {agree} agree, \
+        "mlir fuzz: {ran} cases from seed {first:#x} in {:.1} s, each on 5 configurations: {agree} agree, \
          {all_failed} fail everywhere, {refused} refused by the argument checks, {other} unsupported/rejected by the \
          passes, {} failures",
         start.elapsed().as_secs_f64(),
