@@ -377,6 +377,38 @@ impl ExpandGen {
         self.flag_if(first, STATUS_RAN)
     }
 
+    /// `tanh` to a few ulp where WGSL's (lavapipe's `(e^2x - 1) / (e^2x + 1)`) loses all
+    /// relative precision near 0: an odd Taylor polynomial below |x| = 0.05, else
+    /// `(1 - e) / (1 + e)` with `e = exp(-2|x|)` (no overflow), |x| capped at 10 (tanh is 1.0
+    /// in f32 beyond 9.01), the sign restored.
+    fn tanh_accurate(&mut self, x: Val, d: DType) -> R<Val> {
+        let s = self.s();
+        let (one, two, zero) = (lit_f64(s, 1.0, d), lit_f64(s, 2.0, d), lit_f64(s, 0.0, d));
+        let a = self.call(Intrinsic::Abs, vec![x.clone()], d)?;
+        let cap = lit_f64(self.s(), 10.0, d);
+        let t = self.binary(BinOp::Min, a, cap, d)?;
+        // Near 0: t (1 - t²/3 + 2t⁴/15 - 17t⁶/315).
+        let t2 = self.binary(BinOp::Mul, t.clone(), t.clone(), d)?;
+        let mut poly = lit_f64(self.s(), -17.0 / 315.0, d);
+        for c in [2.0 / 15.0, -1.0 / 3.0, 1.0] {
+            let p = self.binary(BinOp::Mul, poly, t2.clone(), d)?;
+            poly = self.binary(BinOp::Add, p, lit_f64(self.s(), c, d), d)?;
+        }
+        let small = self.binary(BinOp::Mul, t.clone(), poly, d)?;
+        let m2t = self.binary(BinOp::Mul, t.clone(), two, d)?;
+        let m2t = self.unary(UnOp::Neg, m2t, d)?;
+        let e = self.call(Intrinsic::Exp, vec![m2t], d)?;
+        let num = self.binary(BinOp::Sub, one.clone(), e.clone(), d)?;
+        let den = self.binary(BinOp::Add, one, e, d)?;
+        let large = self.binary(BinOp::Div, num, den, d)?;
+        let edge = lit_f64(self.s(), 0.05, d);
+        let is_small = self.binary(BinOp::Lt, t, edge, d)?;
+        let r = self.select(is_small, small, large, d)?;
+        let neg = self.binary(BinOp::Lt, x, zero, d)?;
+        let minus = self.unary(UnOp::Neg, r.clone(), d)?;
+        self.select(neg, minus, r, d)
+    }
+
     /// `x` hidden from constant evaluation (with `check_finite`): combined with a zero loaded
     /// from the status buffer, so no expression of literals is folded by CubeCL (whose folding
     /// panics on `-MIN` or `abs(MIN)`), nor is a WGSL const-expression (which naga refuses
@@ -737,6 +769,10 @@ impl Gen for ExpandGen {
             Intrinsic::Exp => float1!(next()?, x, T, T::__expand_exp(s, x), "exp"),
             Intrinsic::Log => float1!(next()?, x, T, T::__expand_ln(s, x), "log"),
             Intrinsic::Sqrt => float1!(next()?, x, T, T::__expand_sqrt(s, x), "sqrt"),
+            Intrinsic::Tanh if self.check_finite => {
+                let x = next()?;
+                return self.tanh_accurate(x, d);
+            }
             Intrinsic::Tanh => float1!(next()?, x, T, T::__expand_tanh(s, x), "tanh"),
             Intrinsic::Floor => float1!(next()?, x, T, T::__expand_floor(s, x), "floor"),
             Intrinsic::Ceil => float1!(next()?, x, T, T::__expand_ceil(s, x), "ceil"),
@@ -749,6 +785,20 @@ impl Gen for ExpandGen {
                 return self.select(neg, minus, x, d);
             }
             Intrinsic::Abs => num1!(next()?, x, T, T::__expand_abs(s, x)),
+            Intrinsic::Sigmoid if self.check_finite => {
+                // exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below.
+                let x = next()?;
+                let one = lit_f64(s, 1.0, d);
+                let a = self.call(Intrinsic::Abs, vec![x.clone()], d)?;
+                let na = self.unary(UnOp::Neg, a, d)?;
+                let e = self.call(Intrinsic::Exp, vec![na], d)?;
+                let den = self.binary(BinOp::Add, one.clone(), e.clone(), d)?;
+                let pos = self.binary(BinOp::Div, one, den.clone(), d)?;
+                let neg = self.binary(BinOp::Div, e, den, d)?;
+                let z = lit_f64(self.s(), 0.0, d);
+                let nonneg = self.binary(BinOp::Ge, x, z, d)?;
+                return self.select(nonneg, pos, neg, d);
+            }
             Intrinsic::Sigmoid => {
                 let x = next()?;
                 let one = lit_f64(s, 1.0, d);
