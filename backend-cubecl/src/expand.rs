@@ -379,7 +379,7 @@ impl ExpandGen {
 
     /// `tanh` to a few ulp where WGSL's (lavapipe's `(e^2x - 1) / (e^2x + 1)`) loses all
     /// relative precision near 0: an odd Taylor polynomial below |x| = 0.05, else
-    /// `(1 - e) / (1 + e)` with `e = exp(-2|x|)` (no overflow), |x| capped at 10 (tanh is 1.0
+    /// `1 - 2e / (1 + e)` with `e = exp(-2|x|)` (no overflow), |x| capped at 10 (tanh is 1.0
     /// in f32 beyond 9.01), the sign restored.
     fn tanh_accurate(&mut self, x: Val, d: DType) -> R<Val> {
         let s = self.s();
@@ -395,12 +395,15 @@ impl ExpandGen {
             poly = self.binary(BinOp::Add, p, lit_f64(self.s(), c, d), d)?;
         }
         let small = self.binary(BinOp::Mul, t.clone(), poly, d)?;
-        let m2t = self.binary(BinOp::Mul, t.clone(), two, d)?;
+        let m2t = self.binary(BinOp::Mul, t.clone(), two.clone(), d)?;
         let m2t = self.unary(UnOp::Neg, m2t, d)?;
         let e = self.call(Intrinsic::Exp, vec![m2t], d)?;
-        let num = self.binary(BinOp::Sub, one.clone(), e.clone(), d)?;
-        let den = self.binary(BinOp::Add, one, e, d)?;
-        let large = self.binary(BinOp::Div, num, den, d)?;
+        // 1 - 2e / (1 + e): near saturation the small term keeps its relative precision and
+        // one rounding of `1 - small` is left.
+        let den = self.binary(BinOp::Add, one.clone(), e.clone(), d)?;
+        let two_e = self.binary(BinOp::Mul, two, e, d)?;
+        let small_term = self.binary(BinOp::Div, two_e, den, d)?;
+        let large = self.binary(BinOp::Sub, one, small_term, d)?;
         let edge = lit_f64(self.s(), 0.05, d);
         let is_small = self.binary(BinOp::Lt, t, edge, d)?;
         let r = self.select(is_small, small, large, d)?;
