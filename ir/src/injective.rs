@@ -94,6 +94,14 @@ pub fn determined(exprs: &[&Expr], role: &dyn Fn(VarId) -> Role) -> Result<Vec<V
     }
 }
 
+/// The free variables that the indices `idx` of an access determine, each index being a
+/// coordinate of its own dimension: those the whole tuple determines or, when the tuple has
+/// a form the analysis does not know, those some index determines alone.
+pub fn determined_by_indices(idx: &[Expr], role: &dyn Fn(VarId) -> Role) -> Vec<VarId> {
+    let all: Vec<&Expr> = idx.iter().collect();
+    determined(&all, role).unwrap_or_else(|_| idx.iter().filter_map(|e| determined(&[e], role).ok()).flatten().collect())
+}
+
 /// Whether a free variable of `role` occurs in `e`.
 pub fn uses_free(e: &Expr, role: &dyn Fn(VarId) -> Role) -> bool {
     let mut found = false;

@@ -752,10 +752,9 @@ fn new_iters(g: &mut Func, namer: &mut Namer, r: &Resolved) -> Vec<VarId> {
 /// The new iterators of spatial origin whose values the inverse-mapped original coordinates
 /// `inv` tell apart, whatever the reduction iterators are (see [`sparsec_ir::injective`]):
 /// the outermost iterator found not determined becomes a reduction, which may let others be
-/// determined (`GroupRows[go] * 4 + bi` determines `bi` once `go` varies), and so on. Each coordinate is its own
-/// dimension.
+/// determined (`GroupRows[go] * 4 + bi` determines `bi` once `go` varies), and so on.
 fn told_apart(g: &Func, r: &Resolved, inv: &[Expr], iters: &[VarId], spatial: &[bool]) -> Vec<VarId> {
-    use sparsec_ir::injective::{determined, Role};
+    use sparsec_ir::injective::{determined_by_indices, Role};
     let mut reduce: Vec<bool> = spatial.iter().map(|s| !s).collect();
     loop {
         let role = |v: VarId| match iters.iter().position(|x| *x == v) {
@@ -763,9 +762,7 @@ fn told_apart(g: &Func, r: &Resolved, inv: &[Expr], iters: &[VarId], spatial: &[
             Some(p) => Role::Free(Some(g.axes[r.after[p]].length.clone())),
             None => Role::Fixed,
         };
-        let all: Vec<&Expr> = inv.iter().collect();
-        let known: Vec<VarId> = determined(&all, &role)
-            .unwrap_or_else(|_| inv.iter().filter_map(|e| determined(&[e], &role).ok()).flatten().collect());
+        let known = determined_by_indices(inv, &role);
         // One at a time, outermost first: the outer iterator's lookup may be what hid the others.
         match (0..iters.len()).find(|&p| !reduce[p] && !known.contains(&iters[p])) {
             Some(p) => reduce[p] = true,

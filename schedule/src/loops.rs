@@ -381,7 +381,7 @@ pub(crate) fn grid_writes(g: &Func, list: &[Stmt]) -> std::result::Result<bool, 
         holds[k] |= matches!(&s.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(t) if t.is_block()));
     }
     if holds.contains(&true) {
-        for (_, s) in list.iter().enumerate().filter(|(k, _)| !holds[*k]) {
+        for (s, _) in list.iter().zip(&holds).filter(|(_, h)| !**h) {
             if let Some(b) = g.global_write(std::slice::from_ref(s)) {
                 return Err(g.buffers[b].name.clone());
             }

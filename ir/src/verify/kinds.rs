@@ -398,9 +398,7 @@ fn collect<'s>(list: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
 
 /// A spatial iterator of a sparse iteration whose values the store indices `idx` are not
 /// proven to tell apart (`B[i // 2]`, `B[perm[i]]`): two of its points may write one
-/// element, whatever the reduction iterators are. `let`s are looked through. Each index is a
-/// coordinate of its own dimension, so a variable is determined when the whole tuple, or one
-/// index alone, determines it.
+/// element, whatever the reduction iterators are. `let`s are looked through.
 fn undetermined(it: &Points<'_>, t: &Tracker, inner: &[VarId], idx: &[Expr], spatial: Deps) -> Option<VarId> {
     let role = |v: VarId| match it.vars.iter().position(|&x| x == v) {
         Some(k) if spatial >> k & 1 == 1 => Role::Free(it.spans.get(k).cloned().flatten()),
@@ -409,10 +407,7 @@ fn undetermined(it: &Points<'_>, t: &Tracker, inner: &[VarId], idx: &[Expr], spa
         None => Role::Fixed,
     };
     let idx: Vec<Expr> = idx.iter().map(|e| t.expand(e)).collect();
-    let refs: Vec<&Expr> = idx.iter().collect();
-    let known = injective::determined(&refs, &role).unwrap_or_else(|_| {
-        idx.iter().filter_map(|e| injective::determined(&[e], &role).ok()).flatten().collect()
-    });
+    let known = injective::determined_by_indices(&idx, &role);
     it.vars.iter().enumerate().find(|(k, v)| spatial >> k & 1 == 1 && !known.contains(v)).map(|(_, v)| *v)
 }
 
