@@ -55,9 +55,9 @@ pub trait Backend {
     fn checks_indices(&self) -> bool {
         false
     }
-    /// Compiles `f` (Stage III; any stage for the interpreter). `stage1` is the function it
-    /// was lowered from, for backends that check arguments against its axes themselves.
-    fn compile(&self, f: &Func, stage1: &Func) -> Result<Box<dyn Compiled>, String>;
+    /// Compiles `f` (Stage III; any stage for the interpreter). Its axes record the sparse
+    /// structure of the arguments, which [`run`] has checked before any run.
+    fn compile(&self, f: &Func) -> Result<Box<dyn Compiled>, String>;
 }
 
 /// The reference interpreter as a backend: any stage, every index checked.
@@ -78,7 +78,7 @@ impl Backend for Interp {
     fn checks_indices(&self) -> bool {
         true
     }
-    fn compile(&self, f: &Func, _stage1: &Func) -> Result<Box<dyn Compiled>, String> {
+    fn compile(&self, f: &Func) -> Result<Box<dyn Compiled>, String> {
         Ok(Box::new(InterpProgram(f.clone())))
     }
 }
@@ -106,7 +106,7 @@ pub fn run(
         (lowered.clone(), None)
     };
     let name = backend.name().to_string();
-    let compiled = backend.compile(&program, stage1).map_err(|message| BackendError::Compile { backend: name.clone(), message })?;
+    let compiled = backend.compile(&program).map_err(|message| BackendError::Compile { backend: name.clone(), message })?;
     let mut out = compiled.run(&args).map_err(|message| BackendError::Run { backend: name, message })?;
     if let Some(sites) = sites {
         let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {

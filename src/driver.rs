@@ -37,7 +37,7 @@ pub enum DriverError {
         /// The file.
         path: PathBuf,
         /// The failure.
-        source: serde_json::Error,
+        source: sparsec_schedule::TraceError,
     },
     /// Lowering only goes down: the function is already past the stage asked for.
     #[error("`{func}` is at Stage {at}; it cannot be raised to Stage {want}")]
@@ -135,34 +135,13 @@ pub fn lower(func: &Func, stage: Stage) -> Result<Func, DriverError> {
 
 /// Every stage from the function's own down to Stage III, in order.
 pub fn lower_all(func: &Func) -> Result<Vec<Func>, DriverError> {
-    let mut out = vec![func.clone()];
-    out.extend(sparsec_passes::PassManager::lowering(func.stage, Stage::III).run_all(func)?);
-    Ok(out)
+    lower_with(func, &Plan::Plain)
 }
 
 /// Reads a schedule trace (JSON, as written by `Trace::to_json`).
 pub fn read_trace(path: &Path) -> Result<sparsec_schedule::Trace, DriverError> {
     let text = std::fs::read_to_string(path).map_err(|source| DriverError::Read { path: path.to_path_buf(), source })?;
     sparsec_schedule::Trace::from_json(&text).map_err(|source| DriverError::Trace { path: path.to_path_buf(), source })
-}
-
-/// Applies a schedule trace to a function and returns the IR after scheduling at each stage,
-/// from the function's own down to Stage III. Stages the trace does not reach are lowered by
-/// the plain passes.
-pub fn lower_scheduled(func: &Func, trace: &sparsec_schedule::Trace) -> Result<Vec<Func>, DriverError> {
-    let is_lowering = |name: &str| name == "lower_sparse_iter" || name == "lower_sparse_buffer";
-    let mut ends: Vec<usize> =
-        trace.insts.iter().enumerate().filter(|(_, i)| is_lowering(&i.name)).map(|(k, _)| k).collect();
-    ends.push(trace.insts.len());
-    let mut out: Vec<Func> = Vec::new();
-    for end in ends {
-        let prefix = sparsec_schedule::Trace { insts: trace.insts[..end].to_vec() };
-        out.push(prefix.replay(func)?.into_func());
-    }
-    let mut rest = lower_all(out.last().expect("at least one stage"))?;
-    rest.remove(0);
-    out.extend(rest);
-    Ok(out)
 }
 
 /// A default schedule from `sparsec_schedule::auto`.
@@ -179,26 +158,73 @@ pub enum AutoSchedule {
     },
 }
 
-/// Applies a default schedule and returns the IR at each stage, from the function's own down
-/// to Stage III (the schedule acts at Stage II; the GPU one also at Stage I).
-pub fn lower_auto(func: &Func, auto: AutoSchedule) -> Result<Vec<Func>, DriverError> {
-    use sparsec_schedule::{auto, Schedule};
-    let mut out = vec![func.clone()];
-    let mut sch = Schedule::new(func.clone())?;
-    match auto {
-        AutoSchedule::Cpu => auto::cpu_full(&mut sch)?,
-        AutoSchedule::Gpu { threads } => auto::gpu_full(&mut sch, threads)?,
+/// How a function is scheduled on its way down to Stage III.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// The standard passes, no schedule.
+    Plain,
+    /// A schedule trace, replayed on the function; stages it does not reach are lowered by
+    /// the standard passes.
+    Trace(sparsec_schedule::Trace),
+    /// A default schedule.
+    Auto(AutoSchedule),
+}
+
+impl Plan {
+    /// The trace that carries out the plan on `func`: the default schedules are written by
+    /// the ordinary primitives, so they are traces too.
+    pub fn trace(&self, func: &Func) -> Result<sparsec_schedule::Trace, DriverError> {
+        use sparsec_schedule::{auto, Schedule};
+        Ok(match self {
+            Plan::Plain => sparsec_schedule::Trace::default(),
+            Plan::Trace(t) => t.clone(),
+            Plan::Auto(a) => {
+                let mut sch = Schedule::new(func.clone())?;
+                match a {
+                    AutoSchedule::Cpu => auto::cpu_full(&mut sch)?,
+                    AutoSchedule::Gpu { threads } => auto::gpu_full(&mut sch, *threads)?,
+                }
+                sch.trace().clone()
+            }
+        })
     }
-    if sch.func().stage == Stage::II {
-        out.push(sch.func().clone());
-        sch.lower_sparse_buffer()?;
+}
+
+/// Lowers `func` by `plan` and returns the IR at each stage, from the function's own down to
+/// Stage III (the scheduled form where the schedule acts). The one pipeline of the CLI, the
+/// backends' tests and Burn.
+pub fn lower_with(func: &Func, plan: &Plan) -> Result<Vec<Func>, DriverError> {
+    lower_observed(func, plan, &mut |_, _| {})
+}
+
+/// [`lower_with`], calling `after(name, func)` after every schedule step that transforms
+/// (not the getters) and every pass, with its name and the function it produced
+/// (`sparsec lower --print-after`).
+pub fn lower_observed(func: &Func, plan: &Plan, after: &mut dyn FnMut(&str, &Func)) -> Result<Vec<Func>, DriverError> {
+    let trace = plan.trace(func)?;
+    let lowers_next = |k: usize| trace.insts.get(k).is_some_and(|i| i.step.is_lowering());
+    let mut out: Vec<Func> = Vec::new();
+    if lowers_next(0) {
+        out.push(func.clone());
     }
-    let last = sch.into_func();
-    if out.len() == 1 && func.stage == Stage::III {
-        out[0] = last;
-    } else {
-        out.push(last);
+    let mut k = 0;
+    let scheduled = trace.replay_with(func, |step, sch| {
+        if !step.is_query() {
+            after(step.name(), sch.func());
+        }
+        k += 1;
+        if lowers_next(k) {
+            out.push(sch.func().clone());
+        }
+    })?;
+    let last = scheduled.into_func();
+    let pm = sparsec_passes::PassManager::lowering(last.stage, Stage::III);
+    let rest = pm.run_all(&last)?;
+    for (name, g) in pm.names().into_iter().zip(&rest) {
+        after(name, g);
     }
+    out.push(last);
+    out.extend(rest);
     Ok(out)
 }
 

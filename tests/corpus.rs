@@ -4,7 +4,9 @@
 //! matrix in `$SPARSEC_DATA` and on generated ones, and must match a dense computation written
 //! in plain Rust (`common/workloads.rs`), fp32 rtol 1e-5; before that, `ir::args` must prove
 //! every run's indices in range (what compiled backends require) and size every buffer as the
-//! interpreter does (`ir::args::buffer_len`, which the backends use).
+//! interpreter does (`ir::args::buffer_len`, which the backends use). Stage III keeps the
+//! sparse structure in its axes: it validates the same arguments as Stage I, and refuses the
+//! same corrupted row pointers.
 
 use sparsec_testkit as common;
 
@@ -18,6 +20,21 @@ fn check(name: &str) {
         sparsec::ir::args::check_structure(&func, &c.args)
             .and_then(|()| sparsec::ir::args::check_accesses(&func, &c.args))
             .unwrap_or_else(|e| panic!("{name} on {mname}: arguments refused: {e}"));
+        sparsec::ir::args::check_structure(&flat, &c.args).unwrap_or_else(|e| panic!("{name} on {mname}: Stage III: {e}"));
+        for (_, axis) in func.axes.iter() {
+            let Some(p) = axis.indptr else { continue };
+            let mut bad = c.args.clone();
+            if let Some(sparsec::ir::data::Array::I32(v)) = bad.arrays.get_mut(&func.params[p].name) {
+                if v.len() < 2 {
+                    continue;
+                }
+                v[1] = v[0] - 1;
+            }
+            let stage1 = sparsec::ir::args::check_structure(&func, &bad).map_err(|e| e.to_string());
+            let stage3 = sparsec::ir::args::check_structure(&flat, &bad).map_err(|e| e.to_string());
+            assert!(stage1.is_err(), "{name} on {mname}: a decreasing `{}` passes", func.params[p].name);
+            assert_eq!(stage3, stage1, "{name} on {mname}: Stage III checks `{}` otherwise", func.params[p].name);
+        }
         // The storage rule the backends size arrays by is the interpreter's, at both ends.
         for f in [&func, &flat] {
             for (b, buf) in f.buffers.iter() {

@@ -6,7 +6,7 @@
 //! nonzero). `cargo bench -p sparsec-backend-cubecl`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use sparsec_backend_cubecl::{compile, compile_with_structure, wgpu_client};
+use sparsec_backend_cubecl::{compile, wgpu_client};
 use sparsec_testkit as tk;
 
 fn cora() -> (String, tk::Mat) {
@@ -29,7 +29,7 @@ fn plain_and_default(name: &str, c: &mut Criterion) {
     let client = wgpu_client();
     let plain = compile(&f).unwrap();
     let scheduled = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
-    let scheduled = compile_with_structure(&scheduled, &f).unwrap();
+    let scheduled = compile(&scheduled).unwrap();
     // Warm the kernel cache.
     plain.run(&client, &case.args).unwrap();
     scheduled.run(&client, &case.args).unwrap();
@@ -47,12 +47,12 @@ fn rgcn_hetero(c: &mut Criterion) {
     let client = wgpu_client();
     let plain = compile(&f).unwrap();
     let scheduled = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
-    let scheduled = compile_with_structure(&scheduled, &f).unwrap();
+    let scheduled = compile(&scheduled).unwrap();
     let mut sch = sparsec_schedule::Schedule::new(f.clone()).unwrap();
     sch.lower_sparse_iter().unwrap();
     let fo = tk::schedules::loops(&mut sch, "rgcn-hetero-forward0")[0];
     sch.bind(fo, sparsec_ir::ThreadTag::BlockIdxX).unwrap();
-    let per_feature = compile_with_structure(sch.func(), &f).unwrap();
+    let per_feature = compile(sch.func()).unwrap();
     for p in [&plain, &scheduled, &per_feature] {
         p.run(&client, &case.args).unwrap();
     }

@@ -10,7 +10,7 @@
 
 #[cfg(feature = "cuda")]
 fn main() {
-    use sparsec_backend_cubecl::{compile_with_structure, CompiledProgram};
+    use sparsec_backend_cubecl::{compile, CompiledProgram};
     use sparsec_ir::data::{Array, Scalar};
     use sparsec_testkit as tk;
     use std::fmt::Write;
@@ -36,7 +36,7 @@ fn main() {
     for name in ["csrmm", "sddmm", "bsrmm"] {
         let f = tk::workload(name);
         let s = sparsec_schedule::auto::gpu_schedule(&f, 128).expect("schedule");
-        let prog: CompiledProgram = compile_with_structure(&s, &f).expect("compile");
+        let prog: CompiledProgram = compile(&s).expect("compile");
         for (mname, m) in tk::shared_matrices() {
             let Some(case) = tk::workloads::case(name, &m, &mut tk::Rng::new(1)) else { continue };
             let t = std::time::Instant::now();

@@ -70,19 +70,16 @@ pub fn to_stage3(func: &Func) -> Result<Func, CubeclError> {
 /// Plans and checks the kernels of `func` (any stage). Nothing is compiled for a device
 /// until the first launch; compiled kernels are cached by the runtime, keyed by a hash of
 /// the kernel's IR and launch shape.
+///
+/// Every launch validates the arguments against the sparse structure that the Stage-III
+/// axes record (row pointers monotone and bounded, coordinates in range); given a Stage-I
+/// function, launches also prove its accesses in range (`sparsec_ir::args::check_accesses`).
+/// For a program scheduled down to Stage III, run that proof on its Stage-I form yourself,
+/// as `sparsec run` does.
 pub fn compile(func: &Func) -> Result<CompiledProgram, CubeclError> {
     let stage3 = to_stage3(func)?;
-    let checks = (func.stage != Stage::III).then(|| func.clone());
-    CompiledProgram::new(&stage3, checks)
-}
-
-/// Like [`compile`] for a function already scheduled down to Stage III: `structure` is the
-/// same program at Stage I or II (before scheduling), whose axes tell which arrays are row
-/// pointers and coordinates, so launches validate the sparse structure.
-pub fn compile_with_structure(func: &Func, structure: &Func) -> Result<CompiledProgram, CubeclError> {
-    let stage3 = to_stage3(func)?;
-    let checks = (structure.stage != Stage::III).then(|| structure.clone());
-    CompiledProgram::new(&stage3, checks)
+    let accesses = (func.stage == Stage::I).then(|| func.clone());
+    CompiledProgram::new(&stage3, accesses)
 }
 
 /// Runs `func` (any stage) on the default wgpu device: validates `args`, launches, and returns

@@ -145,7 +145,8 @@ impl std::fmt::Debug for CompiledKernel {
 #[derive(Clone, Debug)]
 pub struct CompiledProgram {
     program: Arc<ProgramPlan>,
-    checks: Option<Arc<Func>>,
+    /// The program at Stage I, when compiled from it: launches also prove its accesses.
+    accesses: Option<Arc<Func>>,
     kernels: Vec<CompiledKernel>,
     compilations: Arc<AtomicUsize>,
 }
@@ -268,9 +269,10 @@ fn kernel_hash(program: &ProgramPlan, k: &KernelPlan) -> u64 {
 }
 
 impl CompiledProgram {
-    /// Plans a Stage-III function; `checks` is the same function at Stage I or II, whose axes
-    /// describe the sparse structure that launches validate.
-    pub(crate) fn new(stage3: &Func, checks: Option<Func>) -> Result<CompiledProgram, CubeclError> {
+    /// Plans a Stage-III function, whose axes describe the sparse structure that launches
+    /// validate; `accesses` is the same program at Stage I, whose accesses launches prove in
+    /// range too.
+    pub(crate) fn new(stage3: &Func, accesses: Option<Func>) -> Result<CompiledProgram, CubeclError> {
         let program = Arc::new(plan::plan(stage3)?);
         let compilations = Arc::new(AtomicUsize::new(0));
         let mut kernels = Vec::new();
@@ -284,7 +286,7 @@ impl CompiledProgram {
                 compilations: compilations.clone(),
             });
         }
-        Ok(CompiledProgram { program, checks: checks.map(Arc::new), kernels, compilations })
+        Ok(CompiledProgram { program, accesses: accesses.map(Arc::new), kernels, compilations })
     }
 
     /// The kernels, in launch order.
@@ -356,11 +358,9 @@ impl CompiledProgram {
     /// Checks `args` and converts them to the kernels' element types.
     fn prepare(&self, args: &Args) -> Result<Prepared, CubeclError> {
         let func = &self.program.func;
-        if let Some(f) = &self.checks {
-            validate::check_structure(f, args)?;
-            if f.stage == sparsec_ir::Stage::I {
-                validate::check_accesses(f, args)?;
-            }
+        validate::check_structure(func, args)?;
+        if let Some(f) = &self.accesses {
+            validate::check_accesses(f, args)?;
         }
         let scalars = validate::scalar_values(func, args)?;
         let mut arrays = Vec::new();

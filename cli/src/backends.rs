@@ -5,7 +5,7 @@ use clap::ValueEnum;
 use sparsec::backend::Backend as Runner;
 #[cfg(any(feature = "mlir", feature = "cubecl", feature = "cuda"))]
 use sparsec::backend::Compiled;
-use sparsec::driver::{self, AutoSchedule, DriverError};
+use sparsec::driver::{self, AutoSchedule, DriverError, Plan};
 #[cfg(any(feature = "mlir", feature = "cubecl", feature = "cuda"))]
 use sparsec::ir::data::Args;
 use sparsec::ir::{Func, Stage};
@@ -34,19 +34,18 @@ impl Auto {
     }
 }
 
-/// Every stage of `f` under the default schedule `a`.
-pub fn auto_stages(f: &Func, a: Auto) -> Result<Vec<Func>> {
-    Ok(driver::lower_auto(f, a.schedule())?)
+/// The plan a trace or `--auto` asks for (the trace wins), else plain lowering.
+pub fn plan(trace: Option<Trace>, auto: Option<Auto>) -> Plan {
+    match (trace, auto) {
+        (Some(t), _) => Plan::Trace(t),
+        (None, Some(a)) => Plan::Auto(a.schedule()),
+        (None, None) => Plan::Plain,
+    }
 }
 
-/// `f` at Stage III: scheduled by `trace`, else by the default `auto`, else plainly lowered.
-pub fn stage_iii(f: &Func, trace: Option<&Trace>, auto: Option<Auto>) -> Result<Func> {
-    let stages = match (trace, auto) {
-        (Some(t), _) => driver::lower_scheduled(f, t)?,
-        (None, Some(a)) => auto_stages(f, a)?,
-        (None, None) => driver::lower_all(f)?,
-    };
-    let last = stages.into_iter().last().filter(|g| g.stage == Stage::III);
+/// `f` at Stage III, lowered by `plan`.
+pub fn stage_iii(f: &Func, plan: &Plan) -> Result<Func> {
+    let last = driver::lower_with(f, plan)?.into_iter().last().filter(|g| g.stage == Stage::III);
     Ok(last.ok_or_else(|| DriverError::CannotRaise { func: f.name.clone(), at: f.stage, want: Stage::III })?)
 }
 
@@ -119,7 +118,7 @@ impl Runner for MlirCpu {
     fn name(&self) -> &str {
         "mlir-cpu"
     }
-    fn compile(&self, f: &Func, _stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
+    fn compile(&self, f: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
         let opts = sparsec_backend_mlir::CpuOptions::default();
         let kernel = sparsec_backend_mlir::CpuKernel::compile(f, &opts).map_err(|e| e.to_string())?;
         Ok(Box::new(MlirProgram(kernel)))
@@ -139,7 +138,7 @@ impl Compiled for MlirProgram {
     }
 }
 
-/// CubeCL kernels on wgpu; the program checks the matrices against the Stage-I axes too.
+/// CubeCL kernels on wgpu; the program checks the matrices against the Stage-III axes too.
 #[cfg(feature = "cubecl")]
 struct CubeclWgpu;
 
@@ -148,8 +147,8 @@ impl Runner for CubeclWgpu {
     fn name(&self) -> &str {
         "cubecl-wgpu"
     }
-    fn compile(&self, f: &Func, stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
-        let program = sparsec_backend_cubecl::compile_with_structure(f, stage1).map_err(|e| e.to_string())?;
+    fn compile(&self, f: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
+        let program = sparsec_backend_cubecl::compile(f).map_err(|e| e.to_string())?;
         Ok(Box::new(CubeclProgram(program)))
     }
 }
@@ -177,7 +176,7 @@ impl Runner for CubeclCuda {
     fn name(&self) -> &str {
         "cubecl-cuda"
     }
-    fn compile(&self, f: &Func, _stage1: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
+    fn compile(&self, f: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
         Ok(Box::new(CudaProgram(f.clone())))
     }
 }

@@ -50,7 +50,13 @@ enum Cmd {
         /// GPU architecture for `--emit ptx`.
         #[arg(long, default_value = "sm_80")]
         chip: String,
+        /// Prints the IR after every pass or schedule step of this name (`all`: after each),
+        /// instead of the stages; repeatable. `sparsec passes` lists the passes.
+        #[arg(long, value_name = "NAME")]
+        print_after: Vec<String>,
     },
+    /// List the passes: name, stages, what each does.
+    Passes,
     /// Run a function on concrete data with the reference interpreter.
     Run(run::RunArgs),
 }
@@ -130,6 +136,14 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             let loaded = driver::load(&file)?;
             out.push_str(&text::print_module(&loaded.module));
         }
+        Cmd::Passes => {
+            for p in sparsec::passes::PASSES {
+                let input: Vec<&str> = p.input.iter().map(|s| s.name()).collect();
+                let output = p.output.map_or("same", |s| s.name());
+                writeln!(out, "{:<20} {:>9} -> {:<5} {}", p.name, input.join("/"), output, p.about)?;
+            }
+            writeln!(out, "{:<20} {:>9} -> {:<5} {}", "decompose_format", "I", "same", "moves buffers to new formats by rewrite rules (Rust API; see docs/language.md)")?;
+        }
         Cmd::Lower { file, emit, func, schedule, auto, chip, .. } if emit != Emit::Sptir => {
             let loaded = driver::load(&file)?;
             let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
@@ -139,25 +153,39 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 None => loaded.module.funcs.iter().collect(),
             };
             // GPU code is scheduled: by the trace, else `--auto`, else the GPU default.
-            let auto = auto.or(Some(backends::Auto::Gpu));
+            let plan = backends::plan(trace, auto.or(Some(backends::Auto::Gpu)));
             for f in funcs {
-                let lowered = backends::stage_iii(f, trace.as_ref(), auto)?;
+                let lowered = backends::stage_iii(f, &plan)?;
                 out.push_str(&backends::emit(&lowered, emit, &chip)?);
             }
         }
-        Cmd::Lower { file, stage, func, schedule, auto, .. } => {
+        Cmd::Lower { file, stage, func, schedule, auto, print_after, .. } => {
             let loaded = driver::load(&file)?;
             let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
             let funcs: Vec<_> = match (&func, &trace) {
                 (Some(_), _) | (None, Some(_)) => vec![loaded.func(func.as_deref())?],
                 (None, None) => loaded.module.funcs.iter().collect(),
             };
+            let plan = backends::plan(trace, auto);
             for f in funcs {
-                let lowered = match (&trace, auto) {
-                    (Some(t), _) => driver::lower_scheduled(f, t)?,
-                    (None, Some(a)) => backends::auto_stages(f, a)?,
-                    (None, None) => driver::lower_all(f)?,
-                };
+                if !print_after.is_empty() {
+                    let mut ran = Vec::new();
+                    let mut dumps = String::new();
+                    driver::lower_observed(f, &plan, &mut |name, g| {
+                        if print_after.iter().any(|p| p == "all" || p == name) {
+                            dumps.push_str(&format!("# ===== after {name} (step {}): {} =====\n", ran.len() + 1, g.name));
+                            dumps.push_str(&text::print_func(g));
+                        }
+                        ran.push(name.to_string());
+                    })?;
+                    if let Some(p) = print_after.iter().find(|p| *p != "all" && !ran.contains(p)) {
+                        ran.dedup();
+                        return Err(format!("--print-after {p}: no pass or step of that name ran (ran: {})", ran.join(", ")).into());
+                    }
+                    out.push_str(&dumps);
+                    continue;
+                }
+                let lowered = driver::lower_with(f, &plan)?;
                 let wanted = stage.stages();
                 for g in lowered.iter().filter(|g| wanted.contains(&g.stage)) {
                     if stage == StageArg::All {

@@ -100,10 +100,11 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     // would run in a single unit.
     let gpu = matches!(a.backend, Backend::CubeclWgpu | Backend::CubeclCuda);
     let auto = a.auto.or(gpu.then_some(Auto::Gpu));
-    let stages = match (&a.schedule, auto) {
-        (None, None) => vec![driver::lower(func, stage)?],
-        (Some(path), _) => driver::lower_scheduled(func, &driver::read_trace(path)?)?,
-        (None, Some(auto)) => backends::auto_stages(func, auto)?,
+    let trace = a.schedule.as_deref().map(driver::read_trace).transpose()?;
+    let stages = match backends::plan(trace, auto) {
+        // Only as far as the stage run: a Stage-I run needs no lowering.
+        driver::Plan::Plain => vec![driver::lower(func, stage)?],
+        plan => driver::lower_with(func, &plan)?,
     };
     let lowered = stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }

@@ -169,6 +169,37 @@ fn run_binds_a_ragged_axis_whose_length_is_nnz() {
 }
 
 #[test]
+fn passes_are_listed_and_printed_after() {
+    let o = sparsec(&["passes"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for p in sparsec::passes::PASSES {
+        assert!(stdout(&o).lines().any(|l| l.starts_with(p.name) && l.contains(p.about)), "{}", stdout(&o));
+    }
+    // After named steps and passes, each dump a valid program, in order.
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "cpu", "--print-after", "parallel", "--print-after", "lower_sparse_buffer"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let heads: Vec<&str> = out.lines().filter(|l| l.starts_with("# ===== after ")).collect();
+    assert_eq!(heads.len(), 2, "{out}");
+    assert!(heads[0].starts_with("# ===== after parallel (step ") && heads[1].starts_with("# ===== after lower_sparse_buffer"), "{out}");
+    let dumps: Vec<sparsec::ir::Func> = out
+        .split("# ===== ")
+        .skip(1)
+        .map(|chunk| sparsec::ir::text::parse_func("dump", chunk.split_once('\n').unwrap().1).unwrap())
+        .collect();
+    assert_eq!((dumps[0].stage, dumps[1].stage), (sparsec::ir::Stage::II, sparsec::ir::Stage::III));
+    assert!(out.contains("for i in parallel(m)"), "{out}");
+    // `all` prints after every transforming step and pass, never after a getter.
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "cpu", "--print-after", "all"]);
+    let out = stdout(&o);
+    assert!(out.contains("after lower_sparse_iter") && out.contains("after vectorize") && !out.contains("after get_"), "{out}");
+    // A name that never ran is an error that says what did.
+    let o = sparsec(&["lower", "examples/csrmm.sptir", "--print-after", "splitt"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--print-after splitt: no pass or step of that name ran (ran: lower_sparse_iter, lower_sparse_buffer)"), "{}", stderr(&o));
+}
+
+#[test]
 fn lower_applies_a_schedule_trace() {
     use sparsec::ir::ThreadTag;
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/csrmm.sptir")).unwrap();

@@ -1,6 +1,7 @@
 //! Interpreter state and its setup: parameters, axes, buffers and storage.
 
 use crate::error::InterpError;
+use sparsec_ir::verify::Verified;
 use sparsec_ir::value::{filled, Value};
 use sparsec_ir::data::{Args, Array, Scalar};
 use sparsec_ir::{
@@ -80,7 +81,8 @@ pub(crate) struct Active {
 
 /// The interpreter: variables, storage and precomputed declarations of one run.
 pub(crate) struct Machine<'f> {
-    pub(crate) func: &'f Func,
+    /// The function, verified: the machine indexes its arenas directly.
+    pub(crate) func: Verified<'f>,
     pub(crate) max_steps: u64,
     /// Iterations of one `while` execution allowed.
     pub(crate) max_while: i64,
@@ -107,8 +109,13 @@ impl<'f> Machine<'f> {
     /// Binds parameters and evaluates the sizes of axes and buffers. Arrays are copied but
     /// not checked (see [`Machine::check_arrays`]).
     pub(crate) fn new(func: &'f Func, args: &Args, max_steps: u64) -> Result<Machine<'f>> {
+        let proof = sparsec_ir::verify::verified(func).map_err(|errors| {
+            let more = if errors.len() > 1 { format!(" (and {} more)", errors.len() - 1) } else { String::new() };
+            let (message, span) = errors.first().map_or((String::new(), Span::NONE), |e| (e.to_string(), e.span));
+            Box::new(InterpError::Invalid { message: format!("{message}{more}"), span })
+        })?;
         let mut m = Machine {
-            func,
+            func: proof,
             max_steps,
             max_while: sparsec_ir::MAX_WHILE_ITERATIONS,
             steps: 0,
@@ -257,11 +264,11 @@ impl<'f> Machine<'f> {
     // ---- lookups -----------------------------------------------------------------------
 
     pub(crate) fn var(&self, v: VarId, span: Span) -> Result<&'f Var> {
-        Ok(self.func.vars.try_get(v).ok_or_else(|| InterpError::Invalid { message: format!("unknown variable {v:?}"), span })?)
+        Ok(self.func.func().vars.try_get(v).ok_or_else(|| InterpError::Invalid { message: format!("unknown variable {v:?}"), span })?)
     }
 
     pub(crate) fn buffer(&self, b: BufferId, span: Span) -> Result<&'f Buffer> {
-        Ok(self.func.buffers.try_get(b).ok_or_else(|| InterpError::Invalid { message: format!("unknown buffer {b:?}"), span })?)
+        Ok(self.func.func().buffers.try_get(b).ok_or_else(|| InterpError::Invalid { message: format!("unknown buffer {b:?}"), span })?)
     }
 
     pub(crate) fn axis_name(&self, a: AxisId) -> String {

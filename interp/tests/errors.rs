@@ -80,7 +80,7 @@ fn stage1_dense_coordinate_out_of_range() {
     let src = csr_func(
         r#"
   buffer Y = match_sparse_buffer(a, [J_detach], f32)
-  sp_iter s([I, J], "SS") as [i, j] {
+  sp_iter s([I, J], "RS") as [i, j] {
     Y[j + 1] = 0.0
   }
 "#,
@@ -139,13 +139,15 @@ fn wrong_dtypes() {
     let src = "func f(x: handle) stage III {\n  buffer X = match_buffer(x, [1], f32)\n  X[0] = 1.0 + 1.0f64\n}";
     let mut args = Args::new();
     args.array("x", Array::F32(vec![0.0]));
+    // The interpreter verifies what it runs: an ill-typed program is refused where the
+    // verifier points, before anything runs.
     let err = run(&parse(src), &args).unwrap_err();
-    assert!(matches!(err, InterpError::Type { .. }), "{err}");
+    assert!(matches!(err, InterpError::Invalid { .. }) && err.to_string().contains("different types"), "{err}");
     assert_eq!(line_of(src, err.span()), 3);
     // Storing a value of another type.
     let src = "func f(x: handle) stage III {\n  buffer X = match_buffer(x, [1], f32)\n  X[0] = 1.0f64\n}";
     let err = run(&parse(src), &args).unwrap_err();
-    assert!(matches!(err, InterpError::Type { .. }), "{err}");
+    assert!(matches!(err, InterpError::Invalid { .. }), "{err}");
 }
 
 #[test]
@@ -210,8 +212,11 @@ fn parent_not_iterated() {
   }
 "#,
     );
+    // Refused by the verifier, which the interpreter runs first.
     let err = run(&parse(&src), &csr_args()).unwrap_err();
-    assert!(matches!(err, InterpError::ParentNotIterated { ref axis, ref parent, .. } if axis == "J" && parent == "I"), "{err}");
+    assert!(matches!(err, InterpError::Invalid { .. }), "{err}");
+    assert!(err.to_string().contains("iterates axis `J` but no iterator over its parent `I`"), "{err}");
+    assert_eq!(line_of(&src, err.span()), line_containing(&src, "sp_iter s([J]"));
 }
 
 #[test]

@@ -408,13 +408,12 @@ fn stage_two_has_no_sp_iter() {
 }
 
 #[test]
-fn stage_three_has_no_axes_sparse_buffers_or_sp_iter() {
+fn stage_three_has_no_sparse_buffers_or_sp_iter() {
     let mut f = csr(SPMM);
     f.stage = Stage::III;
     let errors = kinds(&f);
-    for axis in ["I", "J", "J_detach", "K"] {
-        assert!(errors.contains(&K::AxisAtStageIII { axis: s(axis) }), "{errors:?}");
-    }
+    // Axes may stay: they record the arguments' sparse structure.
+    assert!(errors.iter().all(|e| !format!("{e:?}").contains("Axis")), "{errors:?}");
     for buffer in ["A", "B", "C"] {
         assert!(errors.contains(&K::SparseBufferAtStageIII { buffer: s(buffer) }), "{errors:?}");
     }
@@ -423,7 +422,7 @@ fn stage_three_has_no_axes_sparse_buffers_or_sp_iter() {
         stage: Stage::III,
         hint: "sparse iterations belong to Stage I"
     }));
-    assert_eq!(errors.len(), 8);
+    assert_eq!(errors.len(), 4);
 }
 
 // ---- sparse iterations --------------------------------------------------------------------

@@ -27,7 +27,7 @@ pub fn lower_atomic(f: &Func) -> Result<Func, PassError> {
     if f.stage == Stage::I {
         return Err(PassError::WrongStage { pass: "lower_atomic", expected: Stage::II, found: Stage::I });
     }
-    let mut out = f.clone();
+    let mut out = crate::verified_input("lower_atomic", f)?.func().clone();
     let mut cx = Context::default();
     cx.stmts(&mut out.body);
     Ok(out)

@@ -23,7 +23,7 @@ pub fn horizontal_fusion(f: &Func) -> Result<Func, PassError> {
     if f.stage == Stage::I {
         return Err(PassError::WrongStage { pass: "horizontal_fusion", expected: Stage::II, found: Stage::I });
     }
-    let mut out = f.clone();
+    let mut out = crate::verified_input("horizontal_fusion", f)?.func().clone();
     let body = std::mem::take(&mut out.body);
     let mut fused: Vec<Stmt> = Vec::new();
     let mut run: Vec<Stmt> = Vec::new();

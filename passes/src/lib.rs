@@ -36,7 +36,7 @@ use sparsec_ir::verify::{verify_func, VerifyError};
 use sparsec_ir::{Func, Stage};
 
 /// Why a pass could not run, or what it broke.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PassError {
     /// The input is at another stage than the pass expects.
     #[error("{pass} expects a Stage {expected} function, found Stage {found}")]
@@ -82,8 +82,92 @@ fn first(errors: &[VerifyError]) -> String {
     errors.first().map_or_else(String::new, |e| format!("{e}{more}"))
 }
 
+/// The proof that `f` verifies, or the pass's `InvalidInput` error: every pass takes its input
+/// through this, so what it assumes of verified IR holds by type.
+pub(crate) fn verified_input<'f>(pass: &'static str, f: &'f Func) -> Result<sparsec_ir::verify::Verified<'f>, PassError> {
+    sparsec_ir::verify::verified(f).map_err(|errors| PassError::InvalidInput { pass, errors })
+}
+
 /// A function-to-function pass.
 pub type PassFn = fn(&Func) -> Result<Func, PassError>;
+
+/// A registered pass: its name, the stages it takes and gives, and the function.
+#[derive(Clone, Copy, Debug)]
+pub struct Pass {
+    /// The name (`lower_sparse_iter`), as in `--print-after` and traces.
+    pub name: &'static str,
+    /// The stages it accepts.
+    pub input: &'static [Stage],
+    /// The stage it produces (`None`: the input's).
+    pub output: Option<Stage>,
+    /// What it does, in one line.
+    pub about: &'static str,
+    /// The pass.
+    pub run: PassFn,
+}
+
+/// Every function-to-function pass (`sparsec passes` prints them). `decompose_format` is
+/// not among them: it takes rewrite rules besides the function.
+pub const PASSES: &[Pass] = &[
+    Pass {
+        name: "lower_sparse_iter",
+        input: &[Stage::I],
+        output: Some(Stage::II),
+        about: "sparse iterations become loops and blocks in position space",
+        run: lower_sparse_iter,
+    },
+    Pass {
+        name: "lower_sparse_buffer",
+        input: &[Stage::II],
+        output: Some(Stage::III),
+        about: "sparse buffers become flat buffers, accesses offsets by the storage rule",
+        run: lower_sparse_buffer,
+    },
+    Pass {
+        name: "lower_atomic",
+        input: &[Stage::II, Stage::III],
+        output: None,
+        about: "accumulations annotated `atomic` or shared between GPU threads become atomic_add",
+        run: lower_atomic,
+    },
+    Pass {
+        name: "horizontal_fusion",
+        input: &[Stage::II, Stage::III],
+        output: None,
+        about: "runs of independent blockIdx.x kernels become one launch",
+        run: horizontal_fusion,
+    },
+    Pass {
+        name: "simplify",
+        input: &[Stage::I, Stage::II, Stage::III],
+        output: None,
+        about: "arithmetic simplification of index expressions and shapes",
+        run: |f| {
+            let mut g = f.clone();
+            simplify::simplify_func(&mut g);
+            Ok(g)
+        },
+    },
+    Pass {
+        name: "extract_preprocess",
+        input: &[Stage::I, Stage::II, Stage::III],
+        output: None,
+        about: "keeps only the preprocess statements of a decomposed program (the format conversion)",
+        run: |f| Ok(extract_preprocess(f)),
+    },
+    Pass {
+        name: "remove_preprocess",
+        input: &[Stage::I, Stage::II, Stage::III],
+        output: None,
+        about: "drops the preprocess statements of a decomposed program (the compute alone)",
+        run: |f| Ok(remove_preprocess(f)),
+    },
+];
+
+/// The registered pass called `name`.
+pub fn pass(name: &str) -> Option<&'static Pass> {
+    PASSES.iter().find(|p| p.name == name)
+}
 
 /// Runs passes in order, verifying the input and the output of every pass.
 pub struct PassManager {
@@ -107,11 +191,8 @@ impl PassManager {
     /// below `from`): the one place that knows which pass lowers which stage.
     pub fn lowering(from: Stage, to: Stage) -> Self {
         let mut pm = Self::new();
-        if from == Stage::I && to >= Stage::II {
-            pm.add("lower_sparse_iter", lower_sparse_iter);
-        }
-        if from <= Stage::II && to == Stage::III {
-            pm.add("lower_sparse_buffer", lower_sparse_buffer);
+        for p in PASSES.iter().filter(|p| p.output.is_some_and(|o| o > from && o <= to)) {
+            pm.add(p.name, p.run);
         }
         pm
     }
@@ -125,6 +206,11 @@ impl PassManager {
     pub fn add(&mut self, name: &'static str, pass: PassFn) -> &mut Self {
         self.passes.push((name, pass));
         self
+    }
+
+    /// The names of the passes, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.passes.iter().map(|p| p.0).collect()
     }
 
     /// Turns verification on or off (it is on by default).

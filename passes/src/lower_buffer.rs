@@ -1,6 +1,8 @@
 //! `lower_sparse_buffer`: Stage II → Stage III.
 //!
-//! Axes and sparse buffers disappear. Every buffer becomes a flat 1-D buffer of its exact
+//! Sparse buffers disappear; the axes stay as the record of the arguments' sparse structure
+//! (which parameters are row pointers and coordinates, of which lengths), so that a Stage-III
+//! program alone tells a backend what to validate. Every buffer becomes a flat 1-D buffer of its exact
 //! storage length (declared from the parameters), and every access becomes one offset by the
 //! storage rule: a fixed axis does `off * extent + pos`, a variable axis `indptr[off] + pos`,
 //! and dense buffers are row-major.
@@ -10,6 +12,7 @@ use crate::simplify::{simplify_expr, simplify_func};
 use crate::PassError;
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{AxisId, Buffer, BufferId, Func, Layout, ParamId, Region, RegionRange, Stmt, StmtKind, Storage};
+use sparsec_ir::verify::Verified;
 use sparsec_ir::{Arena, AxisKind, Span, Stage};
 use std::collections::HashMap;
 
@@ -18,9 +21,9 @@ pub fn lower_sparse_buffer(f: &Func) -> Result<Func, PassError> {
     if f.stage != Stage::II {
         return Err(PassError::WrongStage { pass: "lower_sparse_buffer", expected: Stage::II, found: f.stage });
     }
-    let mut l = Flattener { src: f, out: f.clone(), indptr: HashMap::new() };
+    let f = crate::verified_input("lower_sparse_buffer", f)?;
+    let mut l = Flattener { src: f, out: f.func().clone(), indptr: HashMap::new() };
     l.out.stage = Stage::III;
-    l.out.axes = Arena::new();
     l.out.buffers = Arena::new();
     // Same handles: buffer i of the output is buffer i of the input, flattened.
     for (_, b) in f.buffers.iter() {
@@ -43,7 +46,8 @@ pub fn lower_sparse_buffer(f: &Func) -> Result<Func, PassError> {
 }
 
 struct Flattener<'a> {
-    src: &'a Func,
+    /// The input, verified: its variable axes have row pointers and parents.
+    src: Verified<'a>,
     out: Func,
     /// Flat buffer holding each variable axis's row pointers.
     indptr: HashMap<AxisId, BufferId>,
@@ -52,7 +56,7 @@ struct Flattener<'a> {
 impl Flattener<'_> {
     /// Exact number of elements of a buffer.
     fn storage_size(&self, b: &Buffer) -> Expr {
-        let f = self.src;
+        let f = self.src.func();
         let mut size = match &b.layout {
             Layout::Dense(shape) => {
                 let mut it = shape.iter().cloned();
@@ -121,7 +125,7 @@ impl Flattener<'_> {
     /// `indptr` buffers this pass adds.
     fn offset(&mut self, b: BufferId, idx: Vec<Expr>) -> Expr {
         let layout = self.src.buffers[b].layout.clone();
-        let src = self.src;
+        let src = self.src.func();
         let mut off: Option<Expr> = None;
         match layout {
             Layout::Dense(shape) => {

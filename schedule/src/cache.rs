@@ -8,7 +8,7 @@
 
 use crate::error::ScheduleError;
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
-use crate::trace::TraceArg;
+use crate::trace::Step;
 use crate::tree::{self, Fresh, Path};
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{Block, BlockIter, Buffer, BufferId, For, Func, Layout, Region, Stmt, StmtKind, Storage, VarId};
@@ -386,11 +386,7 @@ impl Schedule {
         body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
         self.commit("cache_read", g)?;
         let rv = self.new_rv(Target::Block(name));
-        self.record(
-            "cache_read",
-            vec![TraceArg::Rv(block.0), TraceArg::Str(buffer.into()), TraceArg::Str(scope.name().into()), TraceArg::Rv(at.id())],
-            vec![rv],
-        );
+        self.record(Step::CacheRead { block, buffer: buffer.into(), scope, at: at.id() }, vec![rv]);
         Ok(BlockRv(rv))
     }
 
@@ -419,11 +415,7 @@ impl Schedule {
         body.push(store);
         self.commit("cache_write", g)?;
         let rv = self.new_rv(Target::Block(store_name));
-        self.record(
-            "cache_write",
-            vec![TraceArg::Rv(block.0), TraceArg::Str(buffer.into()), TraceArg::Str(scope.name().into()), TraceArg::Rv(at.id())],
-            vec![rv],
-        );
+        self.record(Step::CacheWrite { block, buffer: buffer.into(), scope, at: at.id() }, vec![rv]);
         Ok(BlockRv(rv))
     }
 
@@ -436,7 +428,7 @@ impl Schedule {
             Storage::Param(_) => return Err(ScheduleError::NotAllocated { buffer: buffer.to_string() }),
         }
         self.commit("set_scope", g)?;
-        self.record("set_scope", vec![TraceArg::Str(buffer.into()), TraceArg::Str(scope.name().into())], vec![]);
+        self.record(Step::SetScope { buffer: buffer.into(), scope }, vec![]);
         Ok(())
     }
 

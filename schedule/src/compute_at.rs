@@ -17,7 +17,7 @@
 use crate::error::ScheduleError;
 use crate::reduction::{list_at, list_mut};
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule};
-use crate::trace::TraceArg;
+use crate::trace::Step;
 use crate::tree;
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{BufferId, Func, Stmt, StmtKind, Storage, VarId};
@@ -226,7 +226,8 @@ impl Schedule {
         let list = list_mut(&mut g.body, &mp[..=c]).ok_or_else(|| stale(block.0, "block"))?;
         list.remove(mi);
         self.commit(p, g)?;
-        self.record(p, vec![TraceArg::Rv(block.0), TraceArg::Rv(at.0)], vec![]);
+        let step = if reverse { Step::ReverseComputeAt { block, r#loop: at } } else { Step::ComputeAt { block, r#loop: at } };
+        self.record(step, vec![]);
         Ok(())
     }
 }

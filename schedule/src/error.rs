@@ -484,17 +484,20 @@ pub enum ScheduleError {
         /// Which accesses.
         reason: String,
     },
-    /// A trace instruction cannot be decoded.
-    #[error("bad trace instruction `{inst}`: {reason}")]
+    /// A trace instruction does not fit the trace (a reference defined nowhere earlier, or
+    /// another number of outputs than the primitive returns).
+    #[error("trace instruction {index} (`{inst}`): {reason}")]
     BadTrace {
-        /// The instruction name.
-        inst: String,
+        /// Its position in the trace, from 0.
+        index: usize,
+        /// The primitive.
+        inst: &'static str,
         /// What is wrong.
         reason: String,
     },
     /// A lowering pass applied through the schedule failed.
     #[error("lowering failed: {0}")]
-    Lowering(String),
+    Lowering(#[from] sparsec_passes::PassError),
     /// The primitive produced IR that does not verify; the schedule is left unchanged.
     #[error("{primitive} produced IR that does not verify: {}", first(.errors))]
     InvalidOutput {

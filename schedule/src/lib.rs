@@ -71,4 +71,4 @@ mod tree;
 pub use cache::CacheAt;
 pub use error::ScheduleError;
 pub use schedule::{AnnotTarget, BlockRv, IterRv, LoopRv, Schedule, SpIterRv};
-pub use trace::{Instruction, Trace, TraceArg};
+pub use trace::{Instruction, Step, Trace, TraceError};

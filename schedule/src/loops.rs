@@ -5,7 +5,7 @@
 
 use crate::error::ScheduleError;
 use crate::schedule::{stale, LoopRv, Schedule, Target};
-use crate::trace::TraceArg;
+use crate::trace::Step;
 use crate::tree::{self, Fresh, Path};
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Attrs, BufferId, For, Func, Stmt, StmtKind, VarId};
@@ -126,9 +126,7 @@ impl Schedule {
         *slot = new;
         self.commit(P, g)?;
         let outs: Vec<u32> = vars.iter().map(|v| self.new_rv(Target::Loop(*v))).collect();
-        let mut inputs = vec![TraceArg::Rv(lp.0)];
-        inputs.extend(factors.iter().map(|f| TraceArg::OptInt(*f)));
-        self.record(P, inputs, outs.clone());
+        self.record(Step::Split { r#loop: lp, factors: factors.to_vec() }, outs.clone());
         Ok(outs.into_iter().map(LoopRv).collect())
     }
 
@@ -205,7 +203,7 @@ impl Schedule {
         *slot = new;
         self.commit(P, g)?;
         let out = self.new_rv(Target::Loop(v));
-        self.record(P, loops.iter().map(|r| TraceArg::Rv(r.0)).collect(), vec![out]);
+        self.record(Step::Fuse { loops: loops.to_vec() }, vec![out]);
         Ok(LoopRv(out))
     }
 
@@ -247,7 +245,7 @@ impl Schedule {
         let new = body.pop().ok_or_else(|| stale(order[0].0, "loop"))?;
         *tree::get_mut(&mut g.body, &nest[0].0).ok_or_else(|| stale(order[0].0, "loop"))? = new;
         self.commit(P, g)?;
-        self.record(P, order.iter().map(|r| TraceArg::Rv(r.0)).collect(), vec![]);
+        self.record(Step::Reorder { loops: order.to_vec() }, vec![]);
         Ok(())
     }
 
@@ -255,7 +253,7 @@ impl Schedule {
     /// around or inside it, and its iterations must be proven independent (see
     /// [`Schedule::parallel`]).
     pub fn bind(&mut self, lp: LoopRv, tag: ThreadTag) -> Result<()> {
-        self.set_kind("bind", lp, ForKind::Thread(tag), TraceArg::ThreadTag(tag.name().to_string()))
+        self.set_kind("bind", lp, ForKind::Thread(tag), Step::Bind { r#loop: lp, tag })
     }
 
     /// Marks a serial loop parallel. Its iterations must be proven independent: it drives no
@@ -266,23 +264,22 @@ impl Schedule {
     /// loop reads or stores. A buffer written under the loop and touched by more than one
     /// block must be indexed so that the indices show the iteration (`C[i * n + k]`).
     pub fn parallel(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind("parallel", lp, ForKind::Parallel, TraceArg::Rv(lp.0))
+        self.set_kind("parallel", lp, ForKind::Parallel, Step::Parallel { r#loop: lp })
     }
 
     /// Marks a serial loop vectorized. It must contain no loop, and its iterations must be
     /// proven independent (see [`Schedule::parallel`]).
     pub fn vectorize(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind("vectorize", lp, ForKind::Vectorized, TraceArg::Rv(lp.0))
+        self.set_kind("vectorize", lp, ForKind::Vectorized, Step::Vectorize { r#loop: lp })
     }
 
     /// Marks a serial loop to be unrolled.
     pub fn unroll(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind("unroll", lp, ForKind::Unrolled, TraceArg::Rv(lp.0))
+        self.set_kind("unroll", lp, ForKind::Unrolled, Step::Unroll { r#loop: lp })
     }
 
-    /// Sets the kind of a serial loop after the checks of `primitive`. `extra` is the
-    /// trace argument after the loop (the thread tag), or the loop itself when there is none.
-    fn set_kind(&mut self, primitive: &'static str, lp: LoopRv, kind: ForKind, extra: TraceArg) -> Result<()> {
+    /// Sets the kind of a serial loop after the checks of `primitive`, recorded as `step`.
+    fn set_kind(&mut self, primitive: &'static str, lp: LoopRv, kind: ForKind, step: Step) -> Result<()> {
         self.need_loop_stage(primitive)?;
         let mut g = self.func.clone();
         let (path, _) = self.loop_path(&g, lp.0)?;
@@ -358,11 +355,7 @@ impl Schedule {
             }
         }
         self.commit(primitive, g)?;
-        let mut inputs = vec![TraceArg::Rv(lp.0)];
-        if !matches!(extra, TraceArg::Rv(_)) {
-            inputs.push(extra);
-        }
-        self.record(primitive, inputs, vec![]);
+        self.record(step, vec![]);
         Ok(())
     }
 }

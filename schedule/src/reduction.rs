@@ -9,7 +9,7 @@
 
 use crate::error::ScheduleError;
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
-use crate::trace::TraceArg;
+use crate::trace::Step;
 use crate::tree::{self, Path};
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{
@@ -405,7 +405,7 @@ impl Schedule {
         }
         self.commit(P, g)?;
         let out = self.new_rv(Target::Block(name));
-        self.record(P, vec![TraceArg::Rv(block.0), TraceArg::Rv(at.0)], vec![out]);
+        self.record(Step::DecomposeReduction { block, r#loop: at }, vec![out]);
         Ok(BlockRv(out))
     }
 
@@ -722,7 +722,7 @@ impl Schedule {
         }
         self.commit(P, g)?;
         let out = self.new_rv(Target::Block(rf_name));
-        self.record(P, vec![TraceArg::Rv(lp.0), TraceArg::Int(factor_axis as i64)], vec![out]);
+        self.record(Step::Rfactor { r#loop: lp, axis: factor_axis }, vec![out]);
         Ok(BlockRv(out))
     }
 }

@@ -1,7 +1,7 @@
 //! The [`Schedule`]: the function being scheduled, its trace, and the reference table.
 
 use crate::error::ScheduleError;
-use crate::trace::{Instruction, Trace, TraceArg};
+use crate::trace::{Instruction, Step, Trace};
 use crate::tree::{self, Path};
 use sparsec_ir::func::{Attrs, Func, StmtKind, VarId};
 use sparsec_ir::verify::verify_func;
@@ -12,7 +12,8 @@ type Result<T> = std::result::Result<T, ScheduleError>;
 macro_rules! rv_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[serde(transparent)]
         pub struct $name(pub(crate) u32);
 
         impl $name {
@@ -151,8 +152,8 @@ impl Schedule {
     }
 
     /// Appends an instruction to the trace.
-    pub(crate) fn record(&mut self, name: &str, inputs: Vec<TraceArg>, outputs: Vec<u32>) {
-        self.trace.insts.push(Instruction { name: name.to_string(), inputs, outputs });
+    pub(crate) fn record(&mut self, step: Step, outputs: Vec<u32>) {
+        self.trace.insts.push(Instruction { step, outputs });
     }
 
     /// A new reference id for `t`.
@@ -255,7 +256,7 @@ impl Schedule {
             _ => return Err(ScheduleError::AmbiguousName { what: "sparse iteration", name: name.to_string() }),
         }
         let rv = self.new_rv(Target::SpIter(name.to_string()));
-        self.record("get_sparse_iteration", vec![TraceArg::Str(name.to_string())], vec![rv]);
+        self.record(Step::GetSparseIteration { name: name.to_string() }, vec![rv]);
         Ok(SpIterRv(rv))
     }
 
@@ -270,7 +271,7 @@ impl Schedule {
         let vars: Vec<String> = it.vars.iter().map(|v| Self::var_name(&self.func, *v)).collect();
         let outs: Vec<u32> =
             vars.into_iter().map(|var| self.new_rv(Target::Iter { sp_iter: name.clone(), var })).collect();
-        self.record("get_sp_iters", vec![TraceArg::Rv(sp.0)], outs.clone());
+        self.record(Step::GetSpIters { sp_iter: sp }, outs.clone());
         Ok(outs.into_iter().map(IterRv).collect())
     }
 
@@ -283,7 +284,7 @@ impl Schedule {
             _ => return Err(ScheduleError::AmbiguousName { what: "block", name: name.to_string() }),
         }
         let rv = self.new_rv(Target::Block(name.to_string()));
-        self.record("get_block", vec![TraceArg::Str(name.to_string())], vec![rv]);
+        self.record(Step::GetBlock { name: name.to_string() }, vec![rv]);
         Ok(BlockRv(rv))
     }
 
@@ -301,7 +302,7 @@ impl Schedule {
         }
         vars.reverse();
         let outs: Vec<u32> = vars.into_iter().map(|v| self.new_rv(Target::Loop(v))).collect();
-        self.record("get_loops", vec![TraceArg::Rv(block.0)], outs.clone());
+        self.record(Step::GetLoops { block }, outs.clone());
         Ok(outs.into_iter().map(LoopRv).collect())
     }
 
@@ -330,7 +331,7 @@ impl Schedule {
         let (attrs, _) = self.attrs_mut(&mut g, rv)?;
         attrs.insert(key.to_string(), value.clone());
         self.commit("annotate", g)?;
-        self.record("annotate", vec![TraceArg::Rv(rv), TraceArg::Str(key.to_string()), TraceArg::Value(value)], vec![]);
+        self.record(Step::Annotate { target: rv, key: key.to_string(), value }, vec![]);
         Ok(())
     }
 
@@ -341,7 +342,7 @@ impl Schedule {
             return Err(ScheduleError::NoSuchAnnotation { target: what, key: key.to_string() });
         }
         self.commit("unannotate", g)?;
-        self.record("unannotate", vec![TraceArg::Rv(rv), TraceArg::Str(key.to_string())], vec![]);
+        self.record(Step::Unannotate { target: rv, key: key.to_string() }, vec![]);
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 
 use crate::error::ScheduleError;
 use crate::schedule::{stale, IterRv, Schedule, SpIterRv, Target};
-use crate::trace::TraceArg;
+use crate::trace::Step;
 use crate::tree::{self, Path};
 use sparsec_ir::func::{AxisId, Func, SpIter, SpIterAxis, StmtKind};
 use sparsec_ir::Stage;
@@ -130,9 +130,7 @@ impl Schedule {
         it.vars = vars;
         it.kinds = new_kinds;
         self.commit(P, g)?;
-        let mut inputs = vec![TraceArg::Rv(sp.0)];
-        inputs.extend(order.iter().map(|r| TraceArg::Rv(r.0)));
-        self.record(P, inputs, vec![]);
+        self.record(Step::SparseReorder { sp_iter: sp, order: order.to_vec() }, vec![]);
         Ok(())
     }
 
@@ -199,9 +197,7 @@ impl Schedule {
         axes.extend(it.axes[last_entry + 1..].iter().cloned());
         sp_iter_at_mut(&mut g, &path, sp.0)?.axes = axes;
         self.commit(P, g)?;
-        let mut inputs = vec![TraceArg::Rv(sp.0)];
-        inputs.extend(iters.iter().map(|r| TraceArg::Rv(r.0)));
-        self.record(P, inputs, vec![]);
+        self.record(Step::SparseFuse { sp_iter: sp, iters: iters.to_vec() }, vec![]);
         Ok(())
     }
 
@@ -211,9 +207,9 @@ impl Schedule {
     pub fn lower_sparse_iter(&mut self) -> Result<()> {
         const P: &str = "lower_sparse_iter";
         self.need_stage_i(P)?;
-        let g = sparsec_passes::lower_sparse_iter(&self.func).map_err(|e| ScheduleError::Lowering(e.to_string()))?;
+        let g = sparsec_passes::lower_sparse_iter(&self.func)?;
         self.commit(P, g)?;
-        self.record(P, vec![], vec![]);
+        self.record(Step::LowerSparseIter, vec![]);
         Ok(())
     }
 
@@ -224,9 +220,9 @@ impl Schedule {
         if self.func.stage != Stage::II {
             return Err(ScheduleError::WrongStage { primitive: P, stage: self.func.stage });
         }
-        let g = sparsec_passes::lower_sparse_buffer(&self.func).map_err(|e| ScheduleError::Lowering(e.to_string()))?;
+        let g = sparsec_passes::lower_sparse_buffer(&self.func)?;
         self.commit(P, g)?;
-        self.record(P, vec![], vec![]);
+        self.record(Step::LowerSparseBuffer, vec![]);
         Ok(())
     }
 
@@ -235,9 +231,9 @@ impl Schedule {
     pub fn lower_atomic(&mut self) -> Result<()> {
         const P: &str = "lower_atomic";
         self.need_loop_stage(P)?;
-        let g = sparsec_passes::lower_atomic(&self.func).map_err(|e| ScheduleError::Lowering(e.to_string()))?;
+        let g = sparsec_passes::lower_atomic(&self.func)?;
         self.commit(P, g)?;
-        self.record(P, vec![], vec![]);
+        self.record(Step::LowerAtomic, vec![]);
         Ok(())
     }
 
@@ -246,9 +242,9 @@ impl Schedule {
     pub fn horizontal_fusion(&mut self) -> Result<()> {
         const P: &str = "horizontal_fusion";
         self.need_loop_stage(P)?;
-        let g = sparsec_passes::horizontal_fusion(&self.func).map_err(|e| ScheduleError::Lowering(e.to_string()))?;
+        let g = sparsec_passes::horizontal_fusion(&self.func)?;
         self.commit(P, g)?;
-        self.record(P, vec![], vec![]);
+        self.record(Step::HorizontalFusion, vec![]);
         Ok(())
     }
 }

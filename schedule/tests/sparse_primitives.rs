@@ -21,7 +21,7 @@ fn get_sp_iters_lists_iterators_in_order() {
     assert_eq!(its.len(), 5);
     let insts = &sch.trace().insts;
     assert_eq!(insts.len(), 2);
-    assert_eq!(insts[1].name, "get_sp_iters");
+    assert_eq!(insts[1].step.name(), "get_sp_iters");
     assert_eq!(insts[1].outputs, its.iter().map(|r| r.id()).collect::<Vec<_>>());
 }
 

@@ -6,7 +6,7 @@ mod common;
 use common::{fails, sched2, stage2};
 use proptest::prelude::*;
 use sparsec_ir::{AttrValue, ThreadTag};
-use sparsec_schedule::{Instruction, Schedule, ScheduleError as E, Trace, TraceArg};
+use sparsec_schedule::{Schedule, ScheduleError as E, Step, Trace, TraceError};
 
 #[test]
 fn trace_records_successful_calls_only() {
@@ -17,12 +17,12 @@ fn trace_records_successful_calls_only() {
     let k = sch.split(l[1], &[None, Some(8)]).unwrap();
     sch.bind(k[1], ThreadTag::ThreadIdxX).unwrap();
     sch.annotate(b, "x", AttrValue::Float(0.25)).unwrap();
-    let names: Vec<&str> = sch.trace().insts.iter().map(|i| i.name.as_str()).collect();
+    let names: Vec<&str> = sch.trace().insts.iter().map(|i| i.step.name()).collect();
     assert_eq!(names, ["get_block", "get_loops", "split", "bind", "annotate"]);
     let split = &sch.trace().insts[2];
-    assert_eq!(split.inputs, vec![TraceArg::Rv(l[1].id()), TraceArg::OptInt(None), TraceArg::OptInt(Some(8))]);
+    assert_eq!(split.step, Step::Split { r#loop: l[1], factors: vec![None, Some(8)] });
     assert_eq!(split.outputs, vec![k[0].id(), k[1].id()]);
-    assert_eq!(sch.trace().insts[3].inputs[1], TraceArg::ThreadTag("threadIdx.x".into()));
+    assert_eq!(sch.trace().insts[3].step, Step::Bind { r#loop: k[1], tag: ThreadTag::ThreadIdxX });
     insta::assert_snapshot!("trace_json", sch.trace().to_json());
     let replayed = sch.trace().replay(&stage2("csrmm")).unwrap();
     assert_eq!(replayed.text(), sch.text());
@@ -37,13 +37,8 @@ fn replay_maps_reference_ids() {
     let l = sch.get_loops(b).unwrap();
     sch.reorder(&[l[1], l[0]]).unwrap();
     let mut t = sch.trace().clone();
-    let shift = |a: &mut TraceArg| {
-        if let TraceArg::Rv(x) = a {
-            *x += 100;
-        }
-    };
     for inst in &mut t.insts {
-        inst.inputs.iter_mut().for_each(shift);
+        inst.step.refs_mut().into_iter().for_each(|x| *x += 100);
         inst.outputs.iter_mut().for_each(|x| *x += 100);
     }
     assert_eq!(t.replay(&stage2("csrmm")).unwrap().text(), sch.text());
@@ -52,35 +47,42 @@ fn replay_maps_reference_ids() {
 #[test]
 fn replay_refuses_malformed_traces() {
     let f = stage2("csrmm");
-    let inst = |name: &str, inputs: Vec<TraceArg>, outputs: Vec<u32>| Instruction { name: name.into(), inputs, outputs };
-    let cases = vec![
-        Trace { insts: vec![inst("teleport", vec![], vec![])] },
-        Trace { insts: vec![inst("split", vec![TraceArg::Rv(5), TraceArg::OptInt(Some(2))], vec![])] },
-        Trace { insts: vec![inst("get_block", vec![TraceArg::Int(3)], vec![0])] },
-        Trace { insts: vec![inst("get_block", vec![TraceArg::Str("csrmm1".into())], vec![])] },
-        Trace {
-            insts: vec![
-                inst("get_block", vec![TraceArg::Str("csrmm1".into())], vec![0]),
-                inst("get_loops", vec![TraceArg::Rv(0)], vec![1, 2]),
-                inst("bind", vec![TraceArg::Rv(2), TraceArg::ThreadTag("warp.x".into())], vec![]),
-            ],
-        },
+    let trace = |lines: &[&str]| Trace::from_json(&format!("{{\"insts\": [{}]}}", lines.join(",")));
+    // Instructions that do not decode: the error names the instruction.
+    let undecodable = [
+        (r#"{"op":"teleport"}"#, "unknown variant `teleport`"),
+        (r#"{"op":"get_block","name":3,"outputs":[0]}"#, "invalid type"),
+        (r#"{"op":"split","loop":0,"factor":[2]}"#, "unknown field `factor`"),
+        (r#"{"op":"bind","loop":2,"tag":"warp.x"}"#, "unknown thread tag `warp.x`"),
+        (r#"{"op":"set_scope","buffer":"C","scope":"texture"}"#, "unknown scope `texture`"),
+        (r#"{"op":"get_loops","block":0,"outputs":"all"}"#, "`outputs`"),
     ];
-    for t in cases {
-        let e = t.replay(&f).map(|s| s.text()).unwrap_err();
-        assert!(matches!(e, E::BadTrace { .. }), "{e:?}");
+    for (inst, why) in undecodable {
+        let e = trace(&[r#"{"op":"lower_atomic"}"#, inst]).unwrap_err();
+        assert!(matches!(e, TraceError::Instruction { index: 1, .. }), "{inst}: {e:?}");
+        assert!(e.to_string().starts_with("instruction 1: ") && e.to_string().contains(why), "{inst}: {e}");
+    }
+    assert!(matches!(Trace::from_json("[]"), Err(TraceError::NotATrace(_))));
+    assert!(matches!(Trace::from_json(r#"{"instructions": []}"#), Err(TraceError::NotATrace(_))));
+    // Instructions that do not fit the trace: the error names the position.
+    let misfits = [
+        (vec![r#"{"op":"split","loop":5,"factors":[2]}"#], 0, "reference #5 is not an output of an earlier instruction"),
+        (vec![r#"{"op":"get_block","name":"csrmm1"}"#], 0, "0 outputs recorded, 1 produced"),
+        (vec![r#"{"op":"get_block","name":"csrmm1","outputs":[0]}"#, r#"{"op":"get_loops","block":0,"outputs":[1]}"#], 1, "1 outputs recorded, 2 produced"),
+    ];
+    for (lines, at, why) in misfits {
+        let e = trace(&lines).unwrap().replay(&f).map(|s| s.text()).unwrap_err();
+        assert!(matches!(e, E::BadTrace { index, .. } if index == at), "{e:?}");
+        assert!(e.to_string().contains(why), "{e}");
     }
     // A trace whose primitive fails on this program reports the primitive's error.
-    let t = Trace {
-        insts: vec![
-            inst("get_block", vec![TraceArg::Str("csrmm1".into())], vec![0]),
-            inst("get_loops", vec![TraceArg::Rv(0)], vec![1, 2]),
-            inst("parallel", vec![TraceArg::Rv(1)], vec![]),
-        ],
-    };
-    let e = t.replay(&f).map(|s| s.text()).unwrap_err();
+    let t = trace(&[
+        r#"{"op":"get_block","name":"csrmm1","outputs":[0]}"#,
+        r#"{"op":"get_loops","block":0,"outputs":[1,2]}"#,
+        r#"{"op":"parallel","loop":1}"#,
+    ]);
+    let e = t.unwrap().replay(&f).map(|s| s.text()).unwrap_err();
     assert!(matches!(e, E::ReductionLoop { .. }), "{e:?}");
-    assert!(Trace::from_json("{\"insts\": [{\"name\": 1}]}").is_err());
 }
 
 #[test]
@@ -169,23 +171,51 @@ fn attr_value() -> impl Strategy<Value = AttrValue> {
     ]
 }
 
-fn trace_arg() -> impl Strategy<Value = TraceArg> {
-    prop_oneof![
-        any::<u32>().prop_map(TraceArg::Rv),
-        any::<i64>().prop_map(TraceArg::Int),
-        any::<Option<i64>>().prop_map(TraceArg::OptInt),
-        "[a-zA-Z0-9_.]{0,10}".prop_map(TraceArg::Str),
-        prop::collection::vec("[a-z]{0,4}", 0..3).prop_map(TraceArg::Strs),
-        prop::collection::vec(any::<i64>(), 0..3).prop_map(TraceArg::Ints),
-        attr_value().prop_map(TraceArg::Value),
-        (0..6usize).prop_map(|t| TraceArg::ThreadTag(ThreadTag::ALL[t].name().to_string())),
-    ]
+/// A random instruction of any primitive, built through its JSON form.
+fn instruction() -> impl Strategy<Value = sparsec_schedule::Instruction> {
+    use serde_json::json;
+    let ids = prop::collection::vec(0u32..50, 0..4);
+    let name = "[a-zA-Z0-9_.]{0,10}";
+    let factors = prop::collection::vec(any::<Option<i64>>(), 1..4);
+    (0usize..26, ids, name, factors, 0..6usize, 0..3usize, attr_value(), any::<u32>(), prop::collection::vec(any::<u32>(), 0..3))
+        .prop_map(|(op, ids, name, factors, tag, scope, value, id, outputs)| {
+            let tag = ThreadTag::ALL[tag].name();
+            let scope = ["global", "shared", "local"][scope];
+            let step = match op {
+                0 => json!({"op": "get_sparse_iteration", "name": name}),
+                1 => json!({"op": "get_sp_iters", "sp_iter": id}),
+                2 => json!({"op": "sparse_reorder", "sp_iter": id, "order": ids}),
+                3 => json!({"op": "sparse_fuse", "sp_iter": id, "iters": ids}),
+                4 => json!({"op": "lower_sparse_iter"}),
+                5 => json!({"op": "lower_sparse_buffer"}),
+                6 => json!({"op": "lower_atomic"}),
+                7 => json!({"op": "horizontal_fusion"}),
+                8 => json!({"op": "get_block", "name": name}),
+                9 => json!({"op": "get_loops", "block": id}),
+                10 => json!({"op": "split", "loop": id, "factors": factors}),
+                11 => json!({"op": "fuse", "loops": ids}),
+                12 => json!({"op": "reorder", "loops": ids}),
+                13 => json!({"op": "bind", "loop": id, "tag": tag}),
+                14 => json!({"op": "parallel", "loop": id}),
+                15 => json!({"op": "vectorize", "loop": id}),
+                16 => json!({"op": "unroll", "loop": id}),
+                17 => json!({"op": "cache_read", "block": id, "buffer": name, "scope": scope, "at": id / 2}),
+                18 => json!({"op": "cache_write", "block": id, "buffer": name, "scope": scope, "at": id / 2}),
+                19 => json!({"op": "set_scope", "buffer": name, "scope": scope}),
+                20 => json!({"op": "annotate", "target": id, "key": name, "value": value}),
+                21 => json!({"op": "unannotate", "target": id, "key": name}),
+                22 => json!({"op": "decompose_reduction", "block": id, "loop": id / 3}),
+                23 => json!({"op": "rfactor", "loop": id, "axis": id % 4}),
+                24 => json!({"op": "compute_at", "block": id, "loop": id / 3}),
+                _ => json!({"op": "reverse_compute_at", "block": id, "loop": id / 3}),
+            };
+            let step: Step = serde_json::from_value(step).unwrap();
+            sparsec_schedule::Instruction { step, outputs }
+        })
 }
 
 fn trace() -> impl Strategy<Value = Trace> {
-    let inst = ("[a-z_]{1,12}", prop::collection::vec(trace_arg(), 0..4), prop::collection::vec(any::<u32>(), 0..3))
-        .prop_map(|(name, inputs, outputs)| Instruction { name, inputs, outputs });
-    prop::collection::vec(inst, 0..6).prop_map(|insts| Trace { insts })
+    prop::collection::vec(instruction(), 0..6).prop_map(|insts| Trace { insts })
 }
 
 proptest! {

@@ -3,7 +3,7 @@
 
 use super::common::client;
 use sparsec::formats::compose::Hyb;
-use sparsec_backend_cubecl::compile_with_structure;
+use sparsec_backend_cubecl::compile;
 use sparsec_testkit as tk;
 use sparsec_testkit::schedules::{hyb_atomic as schedule, hyb_decomposed as decomposed};
 
@@ -27,7 +27,7 @@ fn hyb_with_atomic_adds_computes_csrmm() {
         let Some(case) = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(11)) else { continue };
         let mut args = case.args.clone();
         sparsec::driver::bind_hyb(&mut args, &hyb).unwrap();
-        let prog = compile_with_structure(&f, &g).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let prog = compile(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = prog.run(&client, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
         let (g, w) = (tk::output_f32(&got, "c"), &case.expected[0].1);
         tk::assert_close(&format!("hyb on {name}"), &g, w, 1e-4);

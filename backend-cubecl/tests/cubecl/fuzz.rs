@@ -4,7 +4,8 @@
 //! `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed.
 
 use super::common::client;
-use sparsec_backend_cubecl::compile_with_structure;
+use sparsec_backend_cubecl::{compile, CubeclError};
+use sparsec_ir::data::Args;
 use sparsec_ir::Func;
 use sparsec_testkit::fuzz::{generate_with, parse_reproducer, to_reproducer, GenOptions, Outcome, Runner};
 
@@ -34,22 +35,25 @@ const REFUSALS: &[&str] = &[
 const REGRESSIONS: &[(u64, bool)] =
     &[(200676, true), (49468, true), (200123, true), (200136, true), (200192, true), (202138, true), (202628, true)];
 
+/// Runs `f3` (lowered from `f1`) on wgpu after the argument checks `sparsec run` applies:
+/// the structure (by the program) and the accesses of the Stage-I program.
+fn run_checked(f3: &Func, f1: &Func, client: &cubecl::client::Client, args: &Args) -> Result<Args, String> {
+    sparsec_ir::args::check_accesses(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
+    compile(f3).and_then(|p| p.run(client, args)).map_err(|e| e.to_string())
+}
+
 /// The interpreter's stages and wgpu, unscheduled and with the GPU default schedule.
 fn wgpu_runner<'a>(f1: &'a Func, client: &'a cubecl::client::Client) -> Runner<'a> {
     let mut runner = Runner::default();
     runner.backends.push((
         "cubecl-wgpu".into(),
-        Box::new(move |f3, args| {
-            let prog = compile_with_structure(f3, f1).map_err(|e| e.to_string())?;
-            prog.run(client, args).map_err(|e| e.to_string())
-        }),
+        Box::new(move |f3, args| run_checked(f3, f1, client, args)),
     ));
     runner.backends.push((
         "cubecl-wgpu (auto gpu)".into(),
         Box::new(move |_, args| {
             let s = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
-            let prog = compile_with_structure(&s, f1).map_err(|e| e.to_string())?;
-            prog.run(client, args).map_err(|e| e.to_string())
+            run_checked(&s, f1, client, args)
         }),
     ));
     // A random schedule (`schedules::random_schedule_of`); where wgpu refuses it cleanly the
@@ -59,7 +63,7 @@ fn wgpu_runner<'a>(f1: &'a Func, client: &'a cubecl::client::Client) -> Runner<'
         Box::new(move |_, args| {
             let interp = || sparsec_interp::run(f1, args).map_err(|e| e.to_string());
             let Some((s, tried)) = sparsec_testkit::schedules::random_schedule_of(f1) else { return interp() };
-            let run = compile_with_structure(&s, f1).map_err(|e| e.to_string()).and_then(|p| p.run(client, args).map_err(|e| e.to_string()));
+            let run = run_checked(&s, f1, client, args);
             match run {
                 Err(e) if REFUSALS.iter().any(|r| e.contains(r)) => interp(),
                 Err(e) => Err(format!("{e} (schedule: {})", tried.join("; "))),

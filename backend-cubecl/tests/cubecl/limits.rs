@@ -3,7 +3,7 @@
 //! thread-bound loops.
 
 use super::common::{client, workload};
-use sparsec_backend_cubecl::{compile, compile_with_structure, CompiledProgram, CubeclError, RuntimeError};
+use sparsec_backend_cubecl::{compile, CompiledProgram, CubeclError, RuntimeError};
 use sparsec_ir::data::{Args, Array};
 use sparsec_testkit as tk;
 
@@ -42,7 +42,7 @@ fn right_or_refused(what: &str, prog: &CompiledProgram, case: &tk::workloads::Ca
 fn programs(name: &str) -> Vec<(&'static str, CompiledProgram)> {
     let f = workload(name);
     let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
-    vec![("unscheduled", compile(&f).unwrap()), ("gpu_schedule", compile_with_structure(&s, &f).unwrap())]
+    vec![("unscheduled", compile(&f).unwrap()), ("gpu_schedule", compile(&s).unwrap())]
 }
 
 /// A 1 × 20,000 row of ones: one unit walks 20,000 nonzeros (plus inner loops).
@@ -242,7 +242,7 @@ fn serial_init_beside_thread_loops_is_synchronised() {
     let k = sch.get_loops(b1).unwrap()[1];
     let parts = sch.split(k, &[None, Some(32)]).unwrap();
     sch.bind(parts[1], ThreadIdxX).unwrap();
-    let prog = compile_with_structure(&sch.into_func(), &f).unwrap();
+    let prog = compile(&sch.into_func()).unwrap();
     let client = client();
     for (mname, m) in tk::generated_matrices() {
         let case = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(8)).unwrap();
@@ -258,7 +258,7 @@ fn serial_init_beside_thread_loops_is_synchronised() {
 fn atomic_serial_loops_are_spread_over_cubes() {
     let f = workload("rgcn_hetero_forward");
     let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
-    let prog = compile_with_structure(&s, &f).unwrap();
+    let prog = compile(&s).unwrap();
     let (_, m) = tk::generated_matrices().into_iter().find(|(n, _)| n.contains("rmat")).unwrap();
     let case = tk::workloads::case("rgcn_hetero_forward", &m, &mut tk::Rng::new(2)).unwrap();
     let shapes = prog.launch_shapes(&case.args).unwrap();
@@ -293,7 +293,7 @@ fn duplicate_coordinates_of_an_unsorted_axis_are_all_added() {
     args.int("r", 2).int("m", 2).int("nnz", 4).int("feat", 1);
     let want = sparsec_interp::run(&f, &args).unwrap();
     let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
-    for (what, prog) in [("unscheduled", compile(&f).unwrap()), ("gpu schedule", compile_with_structure(&s, &f).unwrap())] {
+    for (what, prog) in [("unscheduled", compile(&f).unwrap()), ("gpu schedule", compile(&s).unwrap())] {
         let got = prog.run(&client(), &args).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(got.arrays["y"], want.arrays["y"], "{what}");
     }

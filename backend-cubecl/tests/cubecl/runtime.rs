@@ -57,7 +57,7 @@ fn parallelism_comes_from_the_schedule() {
     let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap();
     let text = sparsec_ir::text::print_func(&s);
     assert!(text.contains("blockIdx.y"), "{text}");
-    let prog = sparsec_backend_cubecl::compile_with_structure(&s, &f).unwrap();
+    let prog = sparsec_backend_cubecl::compile(&s).unwrap();
     let cuda = prog.cuda().unwrap();
     assert!(cuda.contains("atomicAdd") || cuda.contains("atom."), "{cuda}");
     let (_, m) = tk::generated_matrices().into_iter().next().unwrap();

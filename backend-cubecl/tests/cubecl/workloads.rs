@@ -3,7 +3,7 @@
 //! ones. Outputs start filled with the testkit sentinel, so a missed `init` fails.
 
 use super::common::{check_all, check_generated, workload};
-use sparsec_backend_cubecl::{compile, compile_with_structure};
+use sparsec_backend_cubecl::compile;
 use sparsec_ir::ThreadTag::*;
 use sparsec_schedule::Schedule;
 use sparsec_testkit::schedules::{self as hand, loops};
@@ -17,7 +17,7 @@ fn unscheduled(name: &str) {
 fn auto_scheduled(name: &str) {
     let f = workload(name);
     let s = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let prog = compile_with_structure(&s, &f).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let prog = compile(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
     check_all(name, "gpu_schedule", &prog);
 }
 
@@ -98,6 +98,6 @@ fn scheduled_sddmm_row_of_a_in_shared_memory() {
     let j = loops(&mut sch, "sddmm1")[0];
     let j = sch.split(j, &[None, Some(32)]).unwrap();
     sch.bind(j[1], ThreadIdxX).unwrap();
-    let prog = compile_with_structure(sch.func(), &f).unwrap_or_else(|e| panic!("{e}\n{}", sch.text()));
+    let prog = compile(sch.func()).unwrap_or_else(|e| panic!("{e}\n{}", sch.text()));
     check_all("sddmm", "A row in shared memory", &prog);
 }

@@ -46,9 +46,6 @@ impl<'f> Verifier<'f> {
             if names.insert(a.name.as_str(), "an axis").is_some() {
                 self.err(K::NameClash { name: a.name.clone(), first: "an axis", second: "an axis" });
             }
-            if f.stage == Stage::III {
-                self.err(K::AxisAtStageIII { axis: a.name.clone() });
-            }
             match (a.kind, a.parent) {
                 (AxisKind::DenseFixed, None) => {}
                 (AxisKind::DenseFixed, Some(p)) => {

@@ -201,12 +201,6 @@ pub enum VerifyErrorKind {
         /// Where the form belongs.
         hint: &'static str,
     },
-    /// An axis in a Stage III function.
-    #[error("axis `{axis}` is declared at Stage III, which has no axes")]
-    AxisAtStageIII {
-        /// The axis.
-        axis: String,
-    },
     /// A sparse buffer in a Stage III function.
     #[error("buffer `{buffer}` is sparse at Stage III, where every buffer is dense")]
     SparseBufferAtStageIII {

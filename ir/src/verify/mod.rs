@@ -16,7 +16,8 @@
 //!   rule); dense shapes and `extra_storage` are integers; storage is a handle parameter; the
 //!   default value has the buffer's dtype.
 //! * **Stages** — Stage I has no loops or blocks; Stage II and III have no `sp_iter`; Stage III
-//!   has no axes and no sparse buffers.
+//!   has no sparse buffers (its axes only record the sparse structure of the arguments, which
+//!   runs check before compiled code starts).
 //! * **Sparse iterations** — one variable per iterated axis; a kind string of `S`/`R`, one
 //!   letter per variable; each iterated axis's parent is iterated earlier (in the same or an
 //!   enclosing `sp_iter`); `fuse` groups are parent chains; `attach` replaces a `dense_fixed`
@@ -81,10 +82,35 @@ impl std::error::Error for VerifyError {}
 /// Checks every rule on one function and returns all the errors found, in source order
 /// (declarations first, then the body).
 pub fn verify_func(f: &Func) -> Result<(), Vec<VerifyError>> {
+    verified(f).map(|_| ())
+}
+
+/// A function the verifier accepted: the proof that passes and the interpreter take, so that
+/// what they assume (handles resolve, variable axes have row pointers, ...) holds by type.
+/// Only [`verified`] makes one; it derefs to the function.
+#[derive(Clone, Copy, Debug)]
+pub struct Verified<'a>(&'a Func);
+
+impl std::ops::Deref for Verified<'_> {
+    type Target = Func;
+    fn deref(&self) -> &Func {
+        self.0
+    }
+}
+
+impl<'a> Verified<'a> {
+    /// The function.
+    pub fn func(self) -> &'a Func {
+        self.0
+    }
+}
+
+/// Verifies `f` and returns the proof, or every error found (as [`verify_func`]).
+pub fn verified(f: &Func) -> Result<Verified<'_>, Vec<VerifyError>> {
     let mut v = Verifier::new(f);
     v.run();
     if v.errors.is_empty() {
-        Ok(())
+        Ok(Verified(f))
     } else {
         Err(v.errors)
     }

@@ -28,7 +28,16 @@ impl Lowerer<'_> {
         }
         let name = self.namer.global(&format!("{}_dense", axis.name));
         let twin = match axis.kind {
-            AxisKind::SparseVariable => Axis { name, kind: AxisKind::DenseVariable, indices: None, span: Span::NONE, ..axis },
+            // Rows of an unsorted axis may repeat a coordinate, so they can be longer than
+            // the axis: their positions are bounded by `nnz` only.
+            AxisKind::SparseVariable => Axis {
+                name,
+                kind: AxisKind::DenseVariable,
+                length: if axis.sorted { axis.length.clone() } else { axis.nnz.clone().unwrap_or_else(|| axis.length.clone()) },
+                indices: None,
+                span: Span::NONE,
+                ..axis
+            },
             _ => Axis {
                 name,
                 kind: AxisKind::DenseFixed,

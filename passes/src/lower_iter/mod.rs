@@ -23,6 +23,7 @@ mod search;
 use crate::build::Namer;
 use crate::PassError;
 use sparsec_ir::func::{AxisId, Func, ParamKind, Stmt, StmtKind, VarId};
+use sparsec_ir::verify::Verified;
 use sparsec_ir::{Arena, Expr, Layout, Stage};
 use std::collections::HashMap;
 
@@ -31,6 +32,7 @@ pub fn lower_sparse_iter(f: &Func) -> Result<Func, PassError> {
     if f.stage != Stage::I {
         return Err(PassError::WrongStage { pass: "lower_sparse_iter", expected: Stage::I, found: f.stage });
     }
+    let f = crate::verified_input("lower_sparse_iter", f)?;
     let mut l = Lowerer::new(f);
     let body = l.stmts(&f.body)?;
     l.out.body = body;
@@ -58,7 +60,7 @@ struct IterInfo {
 
 /// State of the lowering of one function.
 pub(crate) struct Lowerer<'a> {
-    src: &'a Func,
+    src: Verified<'a>,
     out: Func,
     namer: Namer,
     /// Stage-I variables (parameters, `let`s) → Stage-II variables.
@@ -71,8 +73,8 @@ pub(crate) struct Lowerer<'a> {
 }
 
 impl<'a> Lowerer<'a> {
-    fn new(src: &'a Func) -> Self {
-        let mut out = src.clone();
+    fn new(src: Verified<'a>) -> Self {
+        let mut out = src.func().clone();
         out.stage = Stage::II;
         out.vars = Arena::new();
         out.body = Vec::new();
