@@ -193,6 +193,9 @@ fn tag_index(t: ThreadTag) -> usize {
 }
 
 fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, globals: &[BufferId]) -> Result<KernelPlan, PlanError> {
+    if let Some(r) = sparsec_ir::repeated_update(func, &stmt) {
+        return unsupported(format!("kernel `{name}` is not supported: {r}"));
+    }
     // Thread-bound loops.
     let mut extents: [Vec<Expr>; 6] = Default::default();
     let mut bound = false;

@@ -178,6 +178,9 @@ pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
             out.push(KernelSpec { stmts: &func.body[from..i], dims: Default::default() });
         }
         needs_no_barrier(func, std::slice::from_ref(s))?;
+        if let Some(r) = sparsec_ir::repeated_update(func, s) {
+            return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
+        }
         out.push(KernelSpec { stmts: &func.body[i..=i], dims });
     }
     if let Some(from) = unbound_from {

@@ -3,7 +3,7 @@
 use crate::arena::{Arena, Handle};
 use crate::expr::Expr;
 use crate::span::Span;
-use crate::types::{AxisKind, DType, ForKind, IterKind, Scope, Stage};
+use crate::types::{AxisKind, DType, ForKind, IterKind, Scope, Stage, ThreadTag};
 use indexmap::IndexMap;
 
 
@@ -487,6 +487,104 @@ pub fn has_thread_loop(s: &Stmt) -> bool {
 pub fn writes_beside_thread_loops(f: &Func, stmts: &[Stmt]) -> bool {
     stmts.iter().any(has_thread_loop)
         && stmts.iter().any(|s| !has_thread_loop(s) && f.global_write(std::slice::from_ref(s)).is_some())
+}
+
+/// In a kernel (`top`, one top-level statement), the first update in place of memory the
+/// units of a block share (a store whose value or indices read the buffer it writes, or an
+/// `atomic_add`; into a parameter, a global or a shared allocation) that lies outside a loop
+/// bound to one of the kernel's thread indices: every unit that differs only in that index
+/// would repeat the update. GPU backends refuse such a kernel. (A plain store repeated by
+/// several units writes the same value, which is harmless.)
+pub fn repeated_update(f: &Func, top: &Stmt) -> Option<RepeatedUpdate> {
+    let mut tags: Vec<ThreadTag> = Vec::new();
+    walk_stmts(std::slice::from_ref(top), &mut |x| {
+        if let StmtKind::For(l) = &x.kind {
+            if let ForKind::Thread(t) = l.kind {
+                if !t.is_block() && !tags.contains(&t) {
+                    tags.push(t);
+                }
+            }
+        }
+    });
+    if tags.is_empty() {
+        return None;
+    }
+    let shared = |b: BufferId| {
+        f.buffers.try_get(b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global | Scope::Shared)))
+    };
+    let storage = |b: BufferId| f.buffers.try_get(b).map(|x| x.storage);
+    let update = |s: &Stmt| -> Option<BufferId> {
+        let mut hit = None;
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, ..) = x {
+                    hit = hit.or(shared(*b).then_some(*b));
+                }
+            });
+        }
+        if let StmtKind::Store { buffer, indices, value } = &s.kind {
+            let mut reads_itself = false;
+            for e in indices.iter().chain(std::iter::once(value)) {
+                e.walk(&mut |x| {
+                    if let Expr::Load(b, _) = x {
+                        reads_itself |= storage(*b).is_some() && storage(*b) == storage(*buffer);
+                    }
+                });
+            }
+            if reads_itself && shared(*buffer) {
+                hit = hit.or(Some(*buffer));
+            }
+        }
+        hit
+    };
+    let (b, tag) = unbound_update(top, &mut Vec::new(), &tags, &update)?;
+    Some(RepeatedUpdate { buffer: f.buffers.try_get(b).map_or_else(|| format!("{b:?}"), |x| x.name.clone()), tag })
+}
+
+/// The first statement under `s` that `update` flags and that some tag of `tags` does not
+/// bind (`bound`: the tags bound around `s`).
+fn unbound_update(
+    s: &Stmt,
+    bound: &mut Vec<ThreadTag>,
+    tags: &[ThreadTag],
+    update: &dyn Fn(&Stmt) -> Option<BufferId>,
+) -> Option<(BufferId, ThreadTag)> {
+    if let Some(b) = update(s) {
+        if let Some(t) = tags.iter().find(|t| !bound.contains(t)) {
+            return Some((b, *t));
+        }
+    }
+    let tag = match &s.kind {
+        StmtKind::For(For { kind: ForKind::Thread(t), .. }) => Some(*t),
+        _ => None,
+    };
+    bound.extend(tag);
+    let found = s.kind.child_lists().into_iter().flatten().find_map(|c| unbound_update(c, bound, tags, update));
+    if tag.is_some() {
+        bound.pop();
+    }
+    found
+}
+
+/// An update that several units of a GPU block would repeat (see [`repeated_update`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepeatedUpdate {
+    /// The buffer updated.
+    pub buffer: String,
+    /// The kernel's thread index that the update's loops leave unbound.
+    pub tag: ThreadTag,
+}
+
+impl std::fmt::Display for RepeatedUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = self.tag.name();
+        write!(
+            f,
+            "buffer `{}` is updated in place outside every loop bound to {t} in its kernel, so every unit along {t} \
+             would repeat the update; bind the update's loops to {t} as well",
+            self.buffer
+        )
+    }
 }
 
 /// Calls `f` on every statement of `stmts`, recursively, parents first (inits included).

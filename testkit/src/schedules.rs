@@ -31,6 +31,20 @@ pub fn csrmm_row_per_block(threads: i64) -> Schedule {
     sch
 }
 
+/// csrmm, mapped wrongly for a GPU (fuzz seed 7302925): rows serial, the init's features over
+/// `threadIdx.x` and the sum's features over `threadIdx.y`. The sum's update lies outside
+/// every `threadIdx.x` loop, so every unit along `threadIdx.x` would repeat it: the
+/// interpreter runs it (the IR means one update), GPU backends must refuse it.
+pub fn csrmm_update_repeated_along_threads() -> Schedule {
+    let mut sch = stage1("csrmm");
+    sch.lower_sparse_iter().unwrap();
+    let k = *loops(&mut sch, "csrmm_init1").last().unwrap();
+    sch.bind(k, ThreadIdxX).unwrap();
+    let k = *loops(&mut sch, "csrmm1").last().unwrap();
+    sch.bind(k, ThreadIdxY).unwrap();
+    sch
+}
+
 /// sddmm: rows and their nonzeros fused (Stage I), split by `threads` over
 /// `blockIdx.x` × `threadIdx.x`.
 pub fn sddmm_fused_nonzeros(threads: i64) -> Schedule {

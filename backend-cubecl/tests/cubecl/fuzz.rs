@@ -30,10 +30,21 @@ const REFUSALS: &[&str] = &[
 /// 200136 and 200192 met inf or NaN intermediates, which lavapipe's finite-math compiler
 /// turned into wrong finite results (now refused by the finiteness checks); 202138 computed
 /// `x // MIN` as `(x - x % MIN) / MIN`, which overflows; 202628 made CubeCL fold `abs(MIN)`
-/// and panic.
+/// and panic; 7302925, 7304123 and 7306666 drew random schedules in which units along an
+/// unbound thread index repeated an accumulation (now refused, `sparsec_ir::repeated_update`).
 /// Each with whether it was generated with non-finite values.
-const REGRESSIONS: &[(u64, bool)] =
-    &[(200676, true), (49468, true), (200123, true), (200136, true), (200192, true), (202138, true), (202628, true)];
+const REGRESSIONS: &[(u64, bool)] = &[
+    (200676, true),
+    (49468, true),
+    (200123, true),
+    (200136, true),
+    (200192, true),
+    (202138, true),
+    (202628, true),
+    (7302925, false),
+    (7304123, false),
+    (7306666, false),
+];
 
 /// Runs `f3` (lowered from `f1`) on wgpu after the argument checks `sparsec run` applies:
 /// the structure (by the program) and the accesses of the Stage-I program.

@@ -1,6 +1,6 @@
 //! Results are right or refused: lavapipe's loop limiter (65,535 iterations per unit), panics
-//! inside CubeCL, non-finite literals, and the barrier after a serial init beside
-//! thread-bound loops.
+//! inside CubeCL, non-finite literals, the barrier after a serial init beside
+//! thread-bound loops, and updates that units along an unbound thread index would repeat.
 
 use super::common::{client, workload};
 use sparsec_backend_cubecl::{compile, CompiledProgram, CubeclError, RuntimeError};
@@ -297,4 +297,18 @@ fn duplicate_coordinates_of_an_unsorted_axis_are_all_added() {
         let got = prog.run(&client(), &args).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(got.arrays["y"], want.arrays["y"], "{what}");
     }
+}
+
+/// csrmm with the sum's features on `threadIdx.y` and the init's on `threadIdx.x` (fuzz seed
+/// 7302925 gave `3` for `2.78`): every unit along `threadIdx.x` would repeat the sum, so the
+/// kernel is refused; the interpreter runs the same IR.
+#[test]
+fn updates_repeated_along_unbound_thread_indices_are_refused() {
+    let sch = tk::schedules::csrmm_update_repeated_along_threads();
+    let e = compile(sch.func()).map(drop).unwrap_err().to_string();
+    assert!(e.contains("is not supported: buffer `C` is updated in place outside every loop bound to threadIdx.x"), "{e}");
+    let m = &tk::generated_matrices()[2].1;
+    let case = tk::workloads::case("csrmm", m, &mut tk::Rng::new(3)).unwrap();
+    let out = sparsec_interp::run(sch.func(), &case.args).unwrap();
+    tk::assert_close("interp", &tk::output_f32(&out, "c"), &case.expected[0].1, 1e-5);
 }

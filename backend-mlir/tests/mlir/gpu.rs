@@ -93,6 +93,19 @@ fn redundant_writes_beside_thread_loops_are_refused() {
     assert!(emit_ptx(&f, "sm_90").is_err());
 }
 
+/// An update that the units along an unbound thread index would repeat is refused.
+#[test]
+fn updates_repeated_along_unbound_thread_indices_are_refused() {
+    let mut sch = sparsec_testkit::schedules::csrmm_update_repeated_along_threads();
+    sch.lower_sparse_buffer().unwrap();
+    let f = sch.into_func();
+    let e = emit_mlir(&f).unwrap_err().to_string();
+    assert!(e.contains("buffer `C` is updated in place outside every loop bound to threadIdx.x"), "{e}");
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let e = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).map(drop).unwrap_err().to_string();
+    assert!(e.contains("would repeat the update"), "{e}");
+}
+
 #[test]
 fn golden_mlir() {
     snapshot("csrmm_gpu_mlir", &emit_mlir(&csrmm_gpu()).unwrap());
