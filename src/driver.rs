@@ -585,7 +585,7 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
     }
     // Remaining handles: outputs start at zero, inputs are drawn from the seed.
     let written = written_buffers(func);
-    let mut rng = spec.seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut rng = sparsec_formats::gen::SplitMix64::new(spec.seed ^ 0x9e37_79b9_7f4a_7c15);
     for (h, b) in func.buffers.iter() {
         let sparsec_ir::Storage::Param(p) = b.storage else { continue };
         let name = func.params[p].name.clone();
@@ -646,53 +646,7 @@ fn used_flags(func: &Func, b: sparsec_ir::BufferId, flags: &[(String, String)]) 
     }
 }
 
-/// Uniform in [-1, 1) from a splitmix64 state.
-fn uniform(state: &mut u64) -> f32 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-}
-
-/// Binds the structure of a hyb matrix to a function decomposed with
-/// `passes::hyb_rules(parts, widths)` (parameters `a_hyb_<p>_<b>`, `row_indices_hyb_<p>_<b>`,
-/// `indices_hyb_<p>_<b>`, `rows_hyb_<p>_<b>`, `n_hyb_<p>_<b>`). The bucket values start at
-/// zero: the decomposed program's preprocess fills them from the original matrix. Padding
-/// slots get column `n`, which the decomposed program guards away. Fails when an index does
-/// not fit the program's `i32` coordinates.
-pub fn bind_hyb<I: sparsec_formats::scalar::Index, V: sparsec_formats::scalar::Value>(
-    args: &mut sparsec_ir::data::Args,
-    hyb: &sparsec_formats::compose::Hyb<I, V>,
-) -> Result<(), RunError> {
-    use sparsec_ir::data::Array;
-    let n = hyb.shape().1;
-    let too_large = |what: String, x: i64| RunError::TooLarge {
-        what,
-        need: format!("the value {x}"),
-        limit: format!("the i32 limit {}", i32::MAX),
-        flags: String::new(),
-    };
-    let pad = i32::try_from(n).map_err(|_| too_large("the hyb padding column".into(), n as i64))?;
-    for (p, part) in hyb.parts().iter().enumerate() {
-        for (b, bucket) in part.iter().enumerate() {
-            let (s, w) = (format!("hyb_{p}_{b}"), bucket.width());
-            let narrow = |what: &str, x: i64| i32::try_from(x).map_err(|_| too_large(format!("{what} of bucket {s}"), x));
-            let mut cols: Vec<i32> =
-                bucket.col_indices().iter().map(|c| narrow("a column index", c.to_i64())).collect::<Result<_, _>>()?;
-            for (r, &c) in bucket.counts().iter().enumerate() {
-                for slot in &mut cols[r * w + c.to_i64() as usize..(r + 1) * w] {
-                    *slot = pad;
-                }
-            }
-            let rows: Vec<i32> =
-                bucket.row_indices().iter().map(|r| narrow("a row index", r.to_i64())).collect::<Result<_, _>>()?;
-            args.array(format!("a_{s}"), Array::F32(vec![0.0; bucket.len() * w]))
-                .array(format!("row_indices_{s}"), Array::I32(rows))
-                .array(format!("indices_{s}"), Array::I32(cols));
-            args.int(format!("rows_{s}"), bucket.len() as i64).int(format!("n_{s}"), (n + 1).max(w) as i64);
-        }
-    }
-    Ok(())
+/// Uniform in [-1, 1), 24 random bits.
+fn uniform(rng: &mut sparsec_formats::gen::SplitMix64) -> f32 {
+    ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
 }

@@ -65,7 +65,7 @@ fn the_scheduled_hyb_program_computes_csrmm() {
         let Some(case) = common::workloads::case("csrmm", &m, &mut rng) else { continue };
         let want = sparsec::interp::run(&csrmm, &case.args).unwrap();
         let mut args = case.args.clone();
-        sparsec::driver::bind_hyb(&mut args, &hyb).unwrap();
+        sparsec::formats::bind_hyb(&mut args, &hyb).unwrap();
         let got = sparsec::interp::run(sch.func(), &args).unwrap_or_else(|e| panic!("{name}: {e}"));
         let (g, w) = (common::output_f32(&got, "c"), common::output_f32(&want, "c"));
         common::assert_close(&format!("hyb on {name}"), &g, &w, 1e-5);
@@ -81,6 +81,6 @@ fn hyb_binding_refuses_coordinates_beyond_i32() {
     let csr = sparsec::formats::Csr::<i64, f64>::try_new(1, wide as usize, vec![0, 1], vec![wide - 1], vec![1.0]).unwrap();
     let hyb = Hyb::from_csr(&csr, 1, 3).unwrap();
     let mut args = sparsec::ir::data::Args::new();
-    let e = sparsec::driver::bind_hyb(&mut args, &hyb).expect_err("wrapped to i32");
+    let e = sparsec::formats::bind_hyb(&mut args, &hyb).expect_err("wrapped to i32");
     assert!(e.to_string().contains("i32"), "{e}");
 }

@@ -701,3 +701,40 @@ pub fn bind_axis_csr<I: Index, V: Value>(
     b.axis_csr(axis, m)?;
     Ok(b.finish())
 }
+
+/// Binds the structure of a hyb matrix to a function decomposed with
+/// `passes::hyb_rules(parts, widths)` (parameters `a_hyb_<p>_<b>`, `row_indices_hyb_<p>_<b>`,
+/// `indices_hyb_<p>_<b>`, `rows_hyb_<p>_<b>`, `n_hyb_<p>_<b>`). The bucket values start at
+/// zero: the decomposed program's preprocess fills them from the original matrix. Padding
+/// slots get column `n`, which the decomposed program guards away. Fails when an index does
+/// not fit the program's `i32` coordinates.
+pub fn bind_hyb<I: Index, V: Value>(args: &mut Args, hyb: &crate::compose::Hyb<I, V>) -> Result<(), BindError> {
+    let n = hyb.shape().1;
+    let narrow = |what: String, x: i64| i32::try_from(x).map_err(|_| BindError::Overflow { what, value: x, dtype: DType::I32 });
+    let pad = narrow("the hyb padding column".into(), n as i64)?;
+    for (p, part) in hyb.parts().iter().enumerate() {
+        for (b, bucket) in part.iter().enumerate() {
+            let (s, w) = (format!("hyb_{p}_{b}"), bucket.width());
+            let mut cols: Vec<i32> = bucket
+                .col_indices()
+                .iter()
+                .map(|c| narrow(format!("a column index of bucket {s}"), c.to_i64()))
+                .collect::<Result<_, _>>()?;
+            for (r, &c) in bucket.counts().iter().enumerate() {
+                for slot in &mut cols[r * w + c.to_i64() as usize..(r + 1) * w] {
+                    *slot = pad;
+                }
+            }
+            let rows: Vec<i32> = bucket
+                .row_indices()
+                .iter()
+                .map(|r| narrow(format!("a row index of bucket {s}"), r.to_i64()))
+                .collect::<Result<_, _>>()?;
+            args.array(format!("a_{s}"), Array::F32(vec![0.0; bucket.len() * w]))
+                .array(format!("row_indices_{s}"), Array::I32(rows))
+                .array(format!("indices_{s}"), Array::I32(cols));
+            args.int(format!("rows_{s}"), bucket.len() as i64).int(format!("n_{s}"), (n + 1).max(w) as i64);
+        }
+    }
+    Ok(())
+}

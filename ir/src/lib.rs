@@ -19,6 +19,7 @@ pub mod dsl;
 pub mod expr;
 pub mod func;
 pub mod injective;
+pub mod names;
 pub mod span;
 pub mod text;
 pub mod types;

@@ -72,10 +72,7 @@ pub struct Namer {
 impl Namer {
     /// A namer that knows the axis, buffer and parameter names of `f`.
     pub fn for_func(f: &Func) -> Namer {
-        let mut globals: HashSet<String> = f.axes.iter().map(|(_, a)| a.name.clone()).collect();
-        globals.extend(f.buffers.iter().map(|(_, b)| b.name.clone()));
-        globals.extend(f.params.iter().map(|p| p.name.clone()));
-        Namer { globals, scopes: vec![HashSet::new()] }
+        Namer { globals: sparsec_ir::names::function_names(f), scopes: vec![HashSet::new()] }
     }
 
     fn taken(&self, n: &str) -> bool {
@@ -83,10 +80,7 @@ impl Namer {
     }
 
     fn pick(&self, base: &str) -> String {
-        if !self.taken(base) {
-            return base.to_string();
-        }
-        (1..).map(|i| format!("{base}_{i}")).find(|n| !self.taken(n)).expect("infinite")
+        sparsec_ir::names::fresh_name(base, |n| self.taken(n))
     }
 
     /// A fresh variable name, valid until the current scope is popped.

@@ -3,6 +3,9 @@
 //!
 //! Matrices come from `sparsec_formats` (generators and the shared Matrix Market files).
 
+mod common;
+
+use common::Rng;
 use sparsec_interp::run;
 use sparsec_ir::data::{Args, Array};
 use sparsec_ir::text::{parse_func, print_func};
@@ -42,20 +45,6 @@ impl Mat {
     }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn val(&mut self) -> f32 {
-        (self.below(2000) as f32 - 1000.0) / 500.0
-    }
-}
 
 type FCsr = sparsec_formats::Csr<i64, f64>;
 
@@ -83,7 +72,7 @@ fn i32s(v: &[usize]) -> Array {
 }
 
 fn csrmm_args(m: &Mat) -> Args {
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let b: Vec<f32> = (0..m.cols * FEAT).map(|_| r.val()).collect();
     let mut a = Args::new();
     a.array("a", Array::F32(m.vals.clone()))

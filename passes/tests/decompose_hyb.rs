@@ -3,7 +3,7 @@
 //! rgcn_hetero_forward → ELL3D. Golden snapshots, differential runs against the original
 //! program (Stage I and lowered to Stage III) and the new error paths.
 //!
-//! The runtime side lives here: [`bind_hyb`] turns a `compose::Hyb` into the arguments of
+//! The runtime side is `formats::bind_hyb`, which turns a `compose::Hyb` into the arguments of
 //! the decomposed program (padding slots get column `n`, the format's `n` is `n + 1`).
 
 mod common;
@@ -50,27 +50,6 @@ fn generated() -> Vec<FCsr> {
 // ---- csrmm → hyb -------------------------------------------------------------------------
 
 
-/// Binds the arguments of every `hyb_<p>_<b>` rule from `hyb`: zero values, the bucket's
-/// rows, its columns with padding slots (past `counts`) moved to column `n`, `rows` and
-/// `n + 1` (at least the width) for the format's `n`.
-fn bind_hyb(args: &mut Args, hyb: &Hyb<i64, f64>) {
-    let n = hyb.shape().1;
-    for (p, part) in hyb.parts().iter().enumerate() {
-        for (b, bucket) in part.iter().enumerate() {
-            let (s, w) = (format!("hyb_{p}_{b}"), bucket.width());
-            let mut cols: Vec<i64> = bucket.col_indices().to_vec();
-            for (r, &c) in bucket.counts().iter().enumerate() {
-                for slot in &mut cols[r * w + c as usize..(r + 1) * w] {
-                    *slot = n as i64;
-                }
-            }
-            args.array(format!("a_{s}"), Array::F32(vec![0.0; bucket.len() * w]))
-                .array(format!("row_indices_{s}"), i32s(bucket.row_indices()))
-                .array(format!("indices_{s}"), i32s(&cols));
-            args.int(format!("rows_{s}"), bucket.len() as i64).int(format!("n_{s}"), (n + 1).max(w) as i64);
-        }
-    }
-}
 
 /// csrmm and its hyb decomposition (Stage I, split into preprocess + compute, and
 /// optionally Stage III) give the same C; the preprocess stores exactly hyb's values.
@@ -82,7 +61,7 @@ fn hyb_differential(m: &FCsr, parts: usize, bucket_log: u32, lowered: bool) {
     let widths: Vec<i64> = hyb.bucket_widths().iter().map(|&w| w as i64).collect();
     let g = decompose_format(&f, &hyb_rules(parts, &widths).unwrap()).unwrap();
     let mut gargs = args.clone();
-    bind_hyb(&mut gargs, &hyb);
+    sparsec_formats::bind_hyb(&mut gargs, &hyb).unwrap();
     let what = format!("hyb({parts}, {bucket_log}) on {}x{}", m.rows(), m.cols());
     let got = run(&g, &gargs).unwrap();
     assert_close(&got.arrays["c"], &want.arrays["c"], &what);
@@ -181,7 +160,7 @@ impl Hetero {
     }
 
     fn args(&self) -> Args {
-        let mut r = Rng(7);
+        let mut r = Rng::new(7);
         let mut a = Args::new();
         let w: Vec<f32> = (0..self.rels * FEAT * FEAT).map(|_| r.val()).collect();
         let x: Vec<f32> = (0..self.cols * FEAT).map(|_| r.val()).collect();

@@ -260,22 +260,7 @@ impl Schedule {
     }
 
     fn unique_block_name(g: &Func, base: &str) -> String {
-        let taken: HashSet<String> = {
-            let mut t = HashSet::new();
-            walk_stmts(&g.body, &mut |s| {
-                if let StmtKind::Block(b) = &s.kind {
-                    t.insert(b.name.clone());
-                }
-            });
-            t
-        };
-        let mut n = base.to_string();
-        let mut k = 1;
-        while taken.contains(&n) {
-            n = format!("{base}_{k}");
-            k += 1;
-        }
-        n
+        sparsec_ir::names::fresh_in(&mut sparsec_ir::names::block_names(g), base)
     }
 
     /// Checks the common preconditions of a cache and returns what the rewrite needs.
@@ -349,14 +334,7 @@ impl Schedule {
         if shape.is_empty() {
             shape.push(Expr::i32(1));
         }
-        let taken: HashSet<String> = g.buffers.iter().map(|(_, b)| b.name.clone()).collect();
-        let base = format!("{}_{}", b.name, scope.name());
-        let mut name = base.clone();
-        let mut k = 1;
-        while taken.contains(&name) || g.axes.iter().any(|(_, a)| a.name == name) || g.params.iter().any(|p| p.name == name) {
-            name = format!("{base}_{k}");
-            k += 1;
-        }
+        let name = sparsec_ir::names::fresh_in(&mut sparsec_ir::names::function_names(g), &format!("{}_{}", b.name, scope.name()));
         g.buffers.append(Buffer {
             name,
             dtype: b.dtype,

@@ -79,33 +79,13 @@ pub(crate) fn vars_in_scope(f: &Func, path: &[(usize, usize)]) -> HashSet<VarId>
 pub(crate) fn taken_names(f: &Func, path: &[(usize, usize)]) -> HashSet<String> {
     let mut taken: HashSet<String> =
         vars_in_scope(f, path).into_iter().filter_map(|v| f.vars.try_get(v)).map(|v| v.name.clone()).collect();
-    taken.extend(f.axes.iter().map(|(_, a)| a.name.clone()));
-    taken.extend(f.buffers.iter().map(|(_, b)| b.name.clone()));
-    taken.extend(f.params.iter().map(|p| p.name.clone()));
+    taken.extend(sparsec_ir::names::function_names(f));
     taken
-}
-
-/// `base` if not in `taken`, else `base_1`, `base_2`, ...; the name is then taken.
-pub(crate) fn fresh_in(taken: &mut HashSet<String>, base: &str) -> String {
-    let mut n = base.to_string();
-    let mut k = 1;
-    while taken.contains(&n) {
-        n = format!("{base}_{k}");
-        k += 1;
-    }
-    taken.insert(n.clone());
-    n
 }
 
 /// A block name not used by any block of `f`.
 pub(crate) fn fresh_block_name(f: &Func, base: &str) -> String {
-    let mut names = HashSet::new();
-    sparsec_ir::walk_stmts(&f.body, &mut |s| {
-        if let StmtKind::Block(b) = &s.kind {
-            names.insert(b.name.clone());
-        }
-    });
-    fresh_in(&mut names, base)
+    sparsec_ir::names::fresh_in(&mut sparsec_ir::names::block_names(f), base)
 }
 
 /// The statements between the enclosing block (or the function body) and the statement at
@@ -334,7 +314,7 @@ impl Schedule {
                         });
                     }
                     let d = g.vars[l.var].dtype;
-                    let nv = g.add_var(fresh_in(&mut taken, &Self::var_name(&g, l.var)), d);
+                    let nv = g.add_var(sparsec_ir::names::fresh_in(&mut taken, &Self::var_name(&g, l.var)), d);
                     let (min, ext) = (sparsec_passes::simplify::substitute_simplified(l.min.clone(), &map), sparsec_passes::simplify::substitute_simplified(l.extent.clone(), &map));
                     map.insert(l.var, Expr::Var(nv));
                     parts.push(New::Loop(Box::new(l.clone()), nv, min, ext));
@@ -354,7 +334,7 @@ impl Schedule {
         let mut iters = Vec::new();
         for it in &spatial {
             let d = g.vars[it.var].dtype;
-            let nv = g.add_var(fresh_in(&mut taken, &Self::var_name(&g, it.var)), d);
+            let nv = g.add_var(sparsec_ir::names::fresh_in(&mut taken, &Self::var_name(&g, it.var)), d);
             imap.insert(it.var, Expr::Var(nv));
             iters.push(BlockIter {
                 var: nv,
@@ -567,7 +547,7 @@ impl Schedule {
         btaken.extend(g.axes.iter().map(|(_, a)| a.name.clone()));
         btaken.extend(g.params.iter().map(|p| p.name.clone()));
         btaken.extend(g.vars.iter().map(|(_, v)| v.name.clone()));
-        let rf_name = fresh_in(&mut btaken, &format!("{}_rf", cb.name));
+        let rf_name = sparsec_ir::names::fresh_in(&mut btaken, &format!("{}_rf", cb.name));
         let rf = g.buffers.append(Buffer {
             name: rf_name,
             dtype: cb.dtype,
@@ -591,7 +571,7 @@ impl Schedule {
                 continue;
             }
             let d = g.vars[l.var].dtype;
-            let nv = g.add_var(fresh_in(&mut taken_b, &format!("v{}", Self::var_name(&g, l.var))), d);
+            let nv = g.add_var(sparsec_ir::names::fresh_in(&mut taken_b, &format!("v{}", Self::var_name(&g, l.var))), d);
             let binding = simplify_expr(Expr::binary(BinOp::Sub, Expr::Var(l.var), l.min.clone()));
             rmap.insert(l.var, simplify_expr(Expr::binary(BinOp::Add, Expr::Var(nv), l.min.clone())));
             let kind = if l.var == lv { IterKind::Spatial } else { IterKind::Reduce };
@@ -641,7 +621,7 @@ impl Schedule {
             match lvl {
                 Level::Loop(l) if copied.contains(&l.var) => {
                     let d = g.vars[l.var].dtype;
-                    let nv = g.add_var(fresh_in(&mut taken_w, &Self::var_name(&g, l.var)), d);
+                    let nv = g.add_var(sparsec_ir::names::fresh_in(&mut taken_w, &Self::var_name(&g, l.var)), d);
                     let (min, ext) =
                         (sparsec_passes::simplify::substitute_simplified(l.min.clone(), &lmap), sparsec_passes::simplify::substitute_simplified(l.extent.clone(), &lmap));
                     lmap.insert(l.var, Expr::Var(nv));
@@ -659,7 +639,7 @@ impl Schedule {
         let mut witers = Vec::new();
         for it in &spatial {
             let d = g.vars[it.var].dtype;
-            let nv = g.add_var(fresh_in(&mut taken_w, &Self::var_name(&g, it.var)), d);
+            let nv = g.add_var(sparsec_ir::names::fresh_in(&mut taken_w, &Self::var_name(&g, it.var)), d);
             wmap.insert(it.var, Expr::Var(nv));
             witers.push(BlockIter {
                 var: nv,
@@ -668,7 +648,7 @@ impl Schedule {
                 binding: sparsec_passes::simplify::substitute_simplified(it.binding.clone(), &lmap),
             });
         }
-        let wk = g.add_var(fresh_in(&mut taken_w, &Self::var_name(&g, rf_var)), d_lp);
+        let wk = g.add_var(sparsec_ir::names::fresh_in(&mut taken_w, &Self::var_name(&g, rf_var)), d_lp);
         let lp_new = lmap.get(&lv).cloned().ok_or_else(|| stale(lp.0, "loop"))?;
         witers.push(BlockIter {
             var: wk,

@@ -95,22 +95,13 @@ impl Fresh {
             }
         }
         let mut taken: HashSet<String> = vars.iter().filter_map(|v| f.vars.try_get(*v)).map(|v| v.name.clone()).collect();
-        taken.extend(f.axes.iter().map(|(_, a)| a.name.clone()));
-        taken.extend(f.buffers.iter().map(|(_, b)| b.name.clone()));
-        taken.extend(f.params.iter().map(|p| p.name.clone()));
+        taken.extend(sparsec_ir::names::function_names(f));
         Fresh { taken }
     }
 
     /// `base` if free, else `base_1`, `base_2`, ...
     pub(crate) fn name(&mut self, base: &str) -> String {
-        let mut n = base.to_string();
-        let mut k = 1;
-        while self.taken.contains(&n) {
-            n = format!("{base}_{k}");
-            k += 1;
-        }
-        self.taken.insert(n.clone());
-        n
+        sparsec_ir::names::fresh_in(&mut self.taken, base)
     }
 }
 

@@ -124,20 +124,17 @@ impl Mat {
     }
 }
 
-/// A small seeded generator (splitmix64), independent of the crates under test.
-pub struct Rng(u64);
+/// A small seeded generator over the project's one (`formats::gen::SplitMix64`, checked
+/// against the reference outputs in `formats/tests/gen.rs`).
+pub struct Rng(sparsec::formats::gen::SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(sparsec::formats::gen::SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [-1, 1).

@@ -26,7 +26,7 @@ fn hyb_with_atomic_adds_computes_csrmm() {
         let f = schedule(g.clone(), widths.len()).into_func();
         let Some(case) = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(11)) else { continue };
         let mut args = case.args.clone();
-        sparsec::driver::bind_hyb(&mut args, &hyb).unwrap();
+        sparsec::formats::bind_hyb(&mut args, &hyb).unwrap();
         let prog = compile(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = prog.run(&client, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
         let (g, w) = (tk::output_f32(&got, "c"), &case.expected[0].1);

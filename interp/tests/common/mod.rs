@@ -10,20 +10,16 @@ pub fn parse(src: &str) -> Func {
     sparsec_ir::text::parse_func("test.sptir", src).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A small deterministic generator (splitmix64).
-pub struct Rng(u64);
+/// A small deterministic generator: the project's one (`formats::gen::SplitMix64`).
+pub struct Rng(sparsec_formats::gen::SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(sparsec_formats::gen::SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n`.

@@ -140,13 +140,7 @@ impl Lowerer<'_> {
     }
 
     fn block_name(&mut self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut k = 1;
-        while !self.block_names.insert(name.clone()) {
-            name = format!("{base}_{k}");
-            k += 1;
-        }
-        name
+        sparsec_ir::names::fresh_in(&mut self.block_names, base)
     }
 
     /// A loop variable and a block variable for an iterator called `name`.

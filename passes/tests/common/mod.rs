@@ -14,15 +14,17 @@ pub fn csrmm() -> Func {
     parse_func("csrmm", CSRMM).unwrap()
 }
 
-pub struct Rng(pub u64);
+/// Test values from the project's one generator (`formats::gen::SplitMix64`).
+pub struct Rng(sparsec_formats::gen::SplitMix64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
+    pub fn new(seed: u64) -> Rng {
+        Rng(sparsec_formats::gen::SplitMix64::new(seed))
     }
+
+    /// A multiple of 1/500 in `[-2, 2)`.
     pub fn val(&mut self) -> f32 {
-        ((self.next() % 2000) as f32 - 1000.0) / 500.0
+        (self.0.below(2000) as f32 - 1000.0) / 500.0
     }
 }
 
@@ -47,7 +49,7 @@ pub fn shared(name: &str) -> Option<FCsr> {
 }
 
 pub fn csrmm_args(m: &FCsr) -> Args {
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let b: Vec<f32> = (0..m.cols() * FEAT).map(|_| r.val()).collect();
     let mut a = Args::new();
     a.array("a", Array::F32(m.values().iter().map(|&v| v as f32).collect()))
