@@ -191,8 +191,8 @@ impl Plan {
 }
 
 /// Lowers `func` by `plan` and returns the IR at each stage, from the function's own down to
-/// Stage III (the scheduled form where the schedule acts). The one pipeline of the CLI, the
-/// backends' tests and Burn.
+/// Stage III (the scheduled form where the schedule acts): the one pipeline of the CLI
+/// (`lower`, `run` and every `--emit`).
 pub fn lower_with(func: &Func, plan: &Plan) -> Result<Vec<Func>, DriverError> {
     lower_observed(func, plan, &mut |_, _| {})
 }

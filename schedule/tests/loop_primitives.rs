@@ -1,5 +1,6 @@
 //! Loop primitives at Stage II/III: golden output on lowered corpus workloads, and refusals
-//! that leave the IR unchanged.
+//! that leave the IR unchanged. Whether `parallel`, `bind` and `vectorize` accept small loop
+//! bodies (their race checks) is in the filetests, `tests/filetests/schedule/`.
 
 mod common;
 
@@ -366,102 +367,5 @@ impl LoopRvProbe {
     fn get() -> LoopRv {
         let mut sch = sched2("csrmm");
         loops(&mut sch, "csrmm0")[0]
-    }
-}
-
-/// Flat buffers `X`, `Y` (f32, `m * n`) and `L` (i32, `m + 1`); `BODY` is the body of
-/// loop `i`, found through the empty block `marker`.
-const RACES: &str = "func r(x: handle, y: handle, l: handle, m: i32, n: i32) stage III {
-  buffer X = match_buffer(x, [m * n], f32)
-  buffer Y = match_buffer(y, [m * n], f32)
-  buffer L = match_buffer(l, [m + 1], i32)
-  for i in serial(m) {
-BODY
-    block marker() {
-    }
-  }
-}
-";
-
-/// Loop bodies under `i`, and why `parallel(i)`, `bind(i, threadIdx.x)` and `vectorize(i)`
-/// must refuse them (`None`: the iterations are proven independent).
-const PARALLEL_CASES: &[(&str, &str, Option<&str>)] = &[
-    (
-        "spatial_block",
-        "    block b(vi: spatial(m) = i) {\n      Y[vi] = X[vi] * 2.0\n    }",
-        None,
-    ),
-    (
-        "split_row_block",
-        "    for k in serial(n) {\n      block b(vi: spatial(m) = i, vk: spatial(n) = k) {\n        Y[vi * n + vk] = X[vi * n + vk]\n      }\n    }",
-        None,
-    ),
-    (
-        "per_iteration_local",
-        "    buffer T = alloc_buffer([1], f32, local)\n    T[0] = X[i]\n    block b(vi: spatial(m) = i) {\n      Y[vi] = T[0]\n    }",
-        None,
-    ),
-    ("atomics_only", "    atomic_add(Y[0], X[i])", None),
-    (
-        "init_and_update_blocks_of_one_row",
-        "    for k in serial(n) {\n      block a(vi: spatial(m) = i, vk: spatial(n) = k) {\n        Y[vi * n + vk] = 0.0\n      }\n    }\n    for k2 in serial(n) {\n      block c(vi2: spatial(m) = i, vk2: spatial(n) = k2) {\n        Y[vi2 * n + vk2] = Y[vi2 * n + vk2] + X[vi2 * n + vk2]\n      }\n    }",
-        None,
-    ),
-    (
-        "store_outside_blocks",
-        "    Y[0] = X[i]",
-        Some("the store to `Y` lies outside any block driven by loop `i`"),
-    ),
-    (
-        "block_not_driven",
-        "    block b() {\n      Y[0] = Y[0] + X[i]\n    }",
-        Some("the store to `Y` lies in block `b`, which loop `i` does not drive through a spatial iterator"),
-    ),
-    (
-        "atomics_and_a_read",
-        "    atomic_add(Y[0], X[i])\n    X[i] = Y[0]",
-        Some("the atomic_add to `Y` lies outside any block driven by loop `i`, and `Y` is also read or stored under it"),
-    ),
-    (
-        "atomics_read_in_a_block",
-        "    atomic_add(Y[0], X[i])\n    block b(vi: spatial(m) = i) {\n      X[vi] = Y[0]\n    }",
-        Some("the atomic_add to `Y` lies outside any block driven by loop `i`, and `Y` is also read or stored under it"),
-    ),
-    (
-        "neighbour_across_blocks",
-        "    block a(vi: spatial(m) = i) {\n      Y[vi] = X[vi]\n    }\n    block c(vi2: spatial(m) = i) {\n      X[vi2] = Y[vi2 + 1]\n    }",
-        Some("`Y` is written at [i] and accessed at [i + 1] by different blocks under it, which is not proven to be the same iteration of `i`"),
-    ),
-];
-
-#[test]
-fn parallelism_needs_a_proof() {
-    let parse = |body: &str| {
-        let src = RACES.replace("BODY", body);
-        Schedule::new(sparsec_ir::text::parse_func("r", &src).unwrap_or_else(|e| panic!("{e}\n{src}"))).unwrap()
-    };
-    for (name, body, want) in PARALLEL_CASES {
-        let attempts: [(&str, fn(&mut Schedule, LoopRv) -> Result<(), E>); 3] = [
-            ("parallelized", |s, l| s.parallel(l)),
-            ("bound", |s, l| s.bind(l, ThreadTag::ThreadIdxX)),
-            ("vectorized", |s, l| s.vectorize(l)),
-        ];
-        for (action, apply) in attempts {
-            let mut sch = parse(body);
-            let marker = sch.get_block("marker").unwrap();
-            let i = sch.get_loops(marker).unwrap()[0];
-            let contains_loop = body.contains("for ");
-            if action == "vectorized" && contains_loop {
-                continue; // refused as not innermost
-            }
-            match want {
-                None => apply(&mut sch, i).unwrap_or_else(|e| panic!("{name} {action}: {e}")),
-                Some(why) => {
-                    let e = fails(&mut sch, |s| apply(s, i));
-                    assert_eq!(e.to_string(), format!("loop `i` cannot be {action}: {why}"), "{name}");
-                    assert!(matches!(e, E::NotIndependent { .. }), "{name}: {e:?}");
-                }
-            }
-        }
     }
 }
