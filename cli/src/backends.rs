@@ -52,7 +52,11 @@ pub fn stage_iii(f: &Func, plan: &Plan) -> Result<Func> {
 /// A feature this binary was built without.
 #[cfg(not(all(feature = "mlir", feature = "cubecl", feature = "cuda")))]
 fn missing(feature: &str) -> Box<dyn std::error::Error> {
-    format!("this sparsec was built without the `{feature}` feature").into()
+    let how = match feature {
+        "cuda" => "; build one with `scripts/build-cuda`",
+        _ => "; `scripts/sparsec` builds it with every default feature",
+    };
+    format!("this sparsec was built without the `{feature}` feature{how}").into()
 }
 
 /// The text of `f` (Stage III) in the form `emit` names.

@@ -57,7 +57,8 @@ enum Cmd {
     },
     /// List the passes: name, stages, what each does.
     Passes,
-    /// Run a function on concrete data with the reference interpreter.
+    /// Run a function on concrete data: the reference interpreter at any stage, or generated
+    /// code (mlir-cpu, cubecl-wgpu, cubecl-cuda) at Stage III.
     Run(run::RunArgs),
 }
 

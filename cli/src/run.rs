@@ -77,7 +77,8 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     let default =
         if a.backend == Backend::Interp && a.auto.is_none() && !a.checked { StageArg::One } else { StageArg::Three };
     let stage = match a.stage.unwrap_or(default) {
-        StageArg::One | StageArg::All => Stage::I,
+        StageArg::All => return Err("run takes one stage (--stage 1, 2 or 3), not `all`".into()),
+        StageArg::One => Stage::I,
         StageArg::Two => Stage::II,
         StageArg::Three => Stage::III,
     };

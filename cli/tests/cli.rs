@@ -200,6 +200,21 @@ fn passes_are_listed_and_printed_after() {
 }
 
 #[test]
+fn run_refuses_unclear_requests_with_a_way_forward() {
+    let path = first_shared_matrix();
+    let mat = format!("A={}", path.display());
+    let o = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4", "--stage", "all"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("run takes one stage (--stage 1, 2 or 3), not `all`"), "{}", stderr(&o));
+    let o = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4", "--backend", "cubecl-cuda"]);
+    if !o.status.success() && stderr(&o).contains("without the `cuda` feature") {
+        assert!(stderr(&o).contains("scripts/build-cuda"), "{}", stderr(&o));
+    }
+    let o = sparsec(&["run", "--help"]);
+    assert!(stdout(&o).contains("generated code") && !stdout(&o).contains("with the reference interpreter."), "{}", stdout(&o));
+}
+
+#[test]
 fn lower_applies_a_schedule_trace() {
     use sparsec::ir::ThreadTag;
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/csrmm.sptir")).unwrap();
