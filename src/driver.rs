@@ -278,12 +278,14 @@ pub enum RunError {
     #[error("{0}")]
     Interp(#[from] sparsec_interp::InterpError),
     /// A name given on the command line does not exist.
-    #[error("`{func}` has no parameter or buffer `{name}`")]
+    #[error("`{func}` has no parameter or buffer `{name}`{hint}")]
     UnknownName {
         /// The function.
         func: String,
         /// The name.
         name: String,
+        /// A "did you mean" hint, or empty.
+        hint: String,
     },
     /// A scalar parameter has no value.
     #[error("scalar `{0}` is not bound: pass --scalar {0}=VALUE")]
@@ -522,7 +524,11 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
     use sparsec_formats::Binder;
     use sparsec_ir::data::Array;
     use sparsec_ir::ParamKind;
-    let unknown = |name: &str| RunError::UnknownName { func: func.name.clone(), name: name.to_string() };
+    let unknown = |name: &str| {
+        let known = func.params.iter().map(|p| p.name.as_str()).chain(func.buffers.iter().map(|(_, b)| b.name.as_str()));
+        let hint = sparsec_ir::names::closest(name, known).map_or_else(String::new, |c| format!(" (did you mean `{c}`?)"));
+        RunError::UnknownName { func: func.name.clone(), name: name.to_string(), hint }
+    };
     let mut budget = Budget { used: 0, available: available_memory() };
     let mut binder = Binder::new(func);
     for (buf, path) in &spec.matrices {

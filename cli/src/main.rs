@@ -107,6 +107,11 @@ mod backends;
 mod run;
 
 fn main() -> ExitCode {
+    // Mesa's Vulkan loader prints `error: XDG_RUNTIME_DIR is invalid or not set` on every
+    // wgpu run without one; set it before any thread starts.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
     let cli = Cli::parse();
     let mut out = String::new();
     let result = dispatch(cli, &mut out);

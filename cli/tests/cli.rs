@@ -210,6 +210,9 @@ fn run_refuses_unclear_requests_with_a_way_forward() {
     if !o.status.success() && stderr(&o).contains("without the `cuda` feature") {
         assert!(stderr(&o).contains("scripts/build-cuda"), "{}", stderr(&o));
     }
+    let o = sparsec(&["run", "examples/csrmm.sptir", "--matrix", &mat, "--feat", "4", "--input", "BB=x.npy"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`csrmm` has no parameter or buffer `BB` (did you mean `B`?)"), "{}", stderr(&o));
     let o = sparsec(&["run", "--help"]);
     assert!(stdout(&o).contains("generated code") && !stdout(&o).contains("with the reference interpreter."), "{}", stdout(&o));
 }

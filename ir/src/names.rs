@@ -1,5 +1,6 @@
 //! New names: the one rule for picking them (`base`, else `base_1`, `base_2`, ...) and the
-//! sets of names a new one must avoid. Every pass and schedule primitive names through here.
+//! sets of names a new one must avoid. Every pass and schedule primitive names through here;
+//! [`closest`] finds the known name a user probably meant.
 
 use crate::func::{walk_stmts, Func, StmtKind};
 use std::collections::HashSet;
@@ -43,4 +44,34 @@ pub fn block_names(f: &Func) -> HashSet<String> {
         }
     });
     names
+}
+
+/// The candidate closest to `name` by edit distance (letter case ignored, then counted), when it is close
+/// enough to be a likely typo: at most a third of the longer name's letters (at least one)
+/// differ. For "did you mean" hints.
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lower = name.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&lower, &c.to_lowercase()), c))
+        .filter(|&(d, c)| d <= (lower.chars().count().max(c.chars().count()) / 3).max(1))
+        // Ties go to the candidate closer with case: `BB` suggests `B` before `b`.
+        .min_by_key(|&(d, c)| (d, edit_distance(name, c)))
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }

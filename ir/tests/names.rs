@@ -1,6 +1,6 @@
 //! `ir::names`: the one rule for new names.
 
-use sparsec_ir::names::{block_names, fresh_in, fresh_name, function_names};
+use sparsec_ir::names::{block_names, closest, fresh_in, fresh_name, function_names};
 use std::collections::HashSet;
 
 #[test]
@@ -23,4 +23,16 @@ fn function_and_block_names_are_collected() {
         assert!(names.contains(n), "{n}: {names:?}");
     }
     assert!(block_names(&f).is_empty(), "Stage I has no blocks");
+}
+
+#[test]
+fn closest_names_suggest_likely_typos_only() {
+    let known = ["b", "B", "feat_size", "indptr", "indices"];
+    assert_eq!(closest("BB", known), Some("B"));
+    assert_eq!(closest("bb", known), Some("b"));
+    assert_eq!(closest("c", ["C", "indptr"]), Some("C"));
+    assert_eq!(closest("feat_sise", known), Some("feat_size"));
+    assert_eq!(closest("indics", known), Some("indices"));
+    assert_eq!(closest("weights", known), None);
+    assert_eq!(closest("x", []), None);
 }
