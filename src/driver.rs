@@ -274,9 +274,9 @@ pub enum RunError {
     /// A `.npy` input failed.
     #[error("{0}")]
     Npy(#[from] crate::npy::NpyError),
-    /// The interpreter failed.
+    /// A buffer's size cannot be computed from the arguments (`ir::args::buffer_len`).
     #[error("{0}")]
-    Interp(#[from] sparsec_interp::InterpError),
+    Args(#[from] sparsec_ir::args::ArgsError),
     /// A name given on the command line does not exist.
     #[error("`{func}` has no parameter or buffer `{name}`{hint}")]
     UnknownName {
@@ -601,7 +601,7 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         if !written.contains(&h) && !b.dtype.is_float() {
             return Err(RunError::IntegerInput(name));
         }
-        let len = sparsec_interp::buffer_len(func, h, &args)?;
+        let len = sparsec_ir::args::buffer_len(func, h, &args)?;
         let what = || match dense_dims(func, h, &args) {
             Some((axes, dims)) => format!("buffer `{}` [{}] = {}", b.name, axes.join(", "), tuple(&dims)),
             None => format!("buffer `{}`", b.name),

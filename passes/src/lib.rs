@@ -164,11 +164,6 @@ pub const PASSES: &[Pass] = &[
     },
 ];
 
-/// The registered pass called `name`.
-pub fn pass(name: &str) -> Option<&'static Pass> {
-    PASSES.iter().find(|p| p.name == name)
-}
-
 /// Runs passes in order, verifying the input and the output of every pass.
 pub struct PassManager {
     passes: Vec<(&'static str, PassFn)>,

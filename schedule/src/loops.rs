@@ -253,7 +253,7 @@ impl Schedule {
     /// around or inside it, and its iterations must be proven independent (see
     /// [`Schedule::parallel`]).
     pub fn bind(&mut self, lp: LoopRv, tag: ThreadTag) -> Result<()> {
-        self.set_kind("bind", lp, ForKind::Thread(tag), Step::Bind { r#loop: lp, tag })
+        self.set_kind(lp, ForKind::Thread(tag), Step::Bind { r#loop: lp, tag })
     }
 
     /// Marks a serial loop parallel. Its iterations must be proven independent: it drives no
@@ -264,22 +264,23 @@ impl Schedule {
     /// loop reads or stores. A buffer written under the loop and touched by more than one
     /// block must be indexed so that the indices show the iteration (`C[i * n + k]`).
     pub fn parallel(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind("parallel", lp, ForKind::Parallel, Step::Parallel { r#loop: lp })
+        self.set_kind(lp, ForKind::Parallel, Step::Parallel { r#loop: lp })
     }
 
     /// Marks a serial loop vectorized. It must contain no loop, and its iterations must be
     /// proven independent (see [`Schedule::parallel`]).
     pub fn vectorize(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind("vectorize", lp, ForKind::Vectorized, Step::Vectorize { r#loop: lp })
+        self.set_kind(lp, ForKind::Vectorized, Step::Vectorize { r#loop: lp })
     }
 
     /// Marks a serial loop to be unrolled.
     pub fn unroll(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind("unroll", lp, ForKind::Unrolled, Step::Unroll { r#loop: lp })
+        self.set_kind(lp, ForKind::Unrolled, Step::Unroll { r#loop: lp })
     }
 
-    /// Sets the kind of a serial loop after the checks of `primitive`, recorded as `step`.
-    fn set_kind(&mut self, primitive: &'static str, lp: LoopRv, kind: ForKind, step: Step) -> Result<()> {
+    /// Sets the kind of a serial loop after the checks of the primitive `step` records.
+    fn set_kind(&mut self, lp: LoopRv, kind: ForKind, step: Step) -> Result<()> {
+        let primitive = step.name();
         self.need_loop_stage(primitive)?;
         let mut g = self.func.clone();
         let (path, _) = self.loop_path(&g, lp.0)?;
