@@ -45,7 +45,13 @@ fn diagnostics(name: &str, text: &str) -> Result<sparsec::ir::Module, Vec<String
     let src = SourceFile::new(name, text);
     match verify_module(&module) {
         Ok(()) => Ok(module),
-        Err(errors) => Err(errors.iter().map(|e| format!("{ERROR}{}: {}", src.location(e.span.start as usize), e.kind)).collect()),
+        Err(errors) => {
+            // Every verifier error of a parsed file points at text (the caret has a width).
+            for e in &errors {
+                assert!(e.span.end > e.span.start, "{name}: empty span for `{}`", e.kind);
+            }
+            Err(errors.iter().map(|e| format!("{ERROR}{}: {}", src.location(e.span.start as usize), e.kind)).collect())
+        }
     }
 }
 

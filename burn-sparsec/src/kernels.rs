@@ -101,12 +101,14 @@ impl Kernel {
             .map_err(|e| KernelError::Parse { kernel: self.name(), detail: format!("{e:?}") })
     }
 
-    /// The scheduled program: the trace replayed on [`Kernel::program`] (Stage III).
+    /// The scheduled program at Stage III: [`Kernel::program`] lowered by its trace through
+    /// the driver's one pipeline (`sparsec::driver::lower_with`), as `sparsec run` does.
     pub fn scheduled(self) -> Result<Func, KernelError> {
         let err = |detail: String| KernelError::Schedule { kernel: self.name(), detail };
         let trace = Trace::from_json(self.trace()).map_err(|e| err(e.to_string()))?;
-        let sch = trace.replay(&self.program()?).map_err(|e| err(e.to_string()))?;
-        Ok(sch.into_func())
+        let plan = sparsec::driver::Plan::Trace(trace);
+        let mut stages = sparsec::driver::lower_with(&self.program()?, &plan).map_err(|e| err(e.to_string()))?;
+        stages.pop().ok_or_else(|| err("the pipeline produced no function".into()))
     }
 
     /// The compiled program, built on first use and cached.

@@ -112,8 +112,10 @@ fn run_boxed(func: &Func, args: &Args, opts: &Options) -> machine::Result<Args> 
     Ok(m.into_args(args))
 }
 
-/// Number of elements of storage that `buffer` needs, given the scalars and index arrays in
-/// `args`.
+/// Number of elements of storage that the interpreter allocates for `buffer`, given the
+/// scalars and index arrays in `args`. Compiled code sizes buffers with
+/// `sparsec_ir::args::buffer_len`; this is the reference it is checked against
+/// (`tests/corpus.rs`).
 pub fn buffer_len(func: &Func, buffer: BufferId, args: &Args) -> Result<usize, InterpError> {
     let len = Machine::new(func, args, Options::default().max_steps).and_then(|mut m| m.buffer_len(buffer));
     len.map_err(|e| *e)

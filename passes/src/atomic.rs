@@ -24,10 +24,15 @@ pub const ATOMIC_ATTR: &str = "atomic";
 
 /// Rewrites shared accumulations of a Stage II/III function into `atomic_add`.
 pub fn lower_atomic(f: &Func) -> Result<Func, PassError> {
+    run(crate::verified_input("lower_atomic", f)?)
+}
+
+/// [`lower_atomic`] on verified input (the pass manager's entry).
+pub(crate) fn run(f: sparsec_ir::verify::Verified<'_>) -> Result<Func, PassError> {
     if f.stage == Stage::I {
         return Err(PassError::WrongStage { pass: "lower_atomic", expected: Stage::II, found: Stage::I });
     }
-    let mut out = crate::verified_input("lower_atomic", f)?.func().clone();
+    let mut out = f.func().clone();
     let mut cx = Context::default();
     cx.stmts(&mut out.body);
     Ok(out)

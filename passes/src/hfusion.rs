@@ -20,10 +20,15 @@ use std::collections::{HashMap, HashSet};
 
 /// Fuses runs of independent `blockIdx.x` kernels into single launches.
 pub fn horizontal_fusion(f: &Func) -> Result<Func, PassError> {
+    run(crate::verified_input("horizontal_fusion", f)?)
+}
+
+/// [`horizontal_fusion`] on verified input (the pass manager's entry).
+pub(crate) fn run(f: sparsec_ir::verify::Verified<'_>) -> Result<Func, PassError> {
     if f.stage == Stage::I {
         return Err(PassError::WrongStage { pass: "horizontal_fusion", expected: Stage::II, found: Stage::I });
     }
-    let mut out = crate::verified_input("horizontal_fusion", f)?.func().clone();
+    let mut out = f.func().clone();
     let body = std::mem::take(&mut out.body);
     let mut fused: Vec<Stmt> = Vec::new();
     let mut run: Vec<Stmt> = Vec::new();

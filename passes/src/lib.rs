@@ -32,7 +32,7 @@ pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;
 pub use lower_iter::lower_sparse_iter;
 
-use sparsec_ir::verify::{verify_func, VerifyError};
+use sparsec_ir::verify::{verified, Verified, VerifyError};
 use sparsec_ir::{Func, Stage};
 
 /// Why a pass could not run, or what it broke.
@@ -88,8 +88,9 @@ pub(crate) fn verified_input<'f>(pass: &'static str, f: &'f Func) -> Result<spar
     sparsec_ir::verify::verified(f).map_err(|errors| PassError::InvalidInput { pass, errors })
 }
 
-/// A function-to-function pass.
-pub type PassFn = fn(&Func) -> Result<Func, PassError>;
+/// A function-to-function pass on verified input (the proof comes from the pass manager,
+/// which verifies every function once: the input, then each pass's output).
+pub type PassFn = for<'a> fn(Verified<'a>) -> Result<Func, PassError>;
 
 /// A registered pass: its name, the stages it takes and gives, and the function.
 #[derive(Clone, Copy, Debug)]
@@ -114,28 +115,28 @@ pub const PASSES: &[Pass] = &[
         input: &[Stage::I],
         output: Some(Stage::II),
         about: "sparse iterations become loops and blocks in position space",
-        run: lower_sparse_iter,
+        run: lower_iter::run,
     },
     Pass {
         name: "lower_sparse_buffer",
         input: &[Stage::II],
         output: Some(Stage::III),
         about: "sparse buffers become flat buffers, accesses offsets by the storage rule",
-        run: lower_sparse_buffer,
+        run: lower_buffer::run,
     },
     Pass {
         name: "lower_atomic",
         input: &[Stage::II, Stage::III],
         output: None,
         about: "accumulations annotated `atomic` or shared between GPU threads become atomic_add",
-        run: lower_atomic,
+        run: atomic::run,
     },
     Pass {
         name: "horizontal_fusion",
         input: &[Stage::II, Stage::III],
         output: None,
         about: "runs of independent blockIdx.x kernels become one launch",
-        run: horizontal_fusion,
+        run: hfusion::run,
     },
     Pass {
         name: "simplify",
@@ -143,7 +144,7 @@ pub const PASSES: &[Pass] = &[
         output: None,
         about: "arithmetic simplification of index expressions and shapes",
         run: |f| {
-            let mut g = f.clone();
+            let mut g = f.func().clone();
             simplify::simplify_func(&mut g);
             Ok(g)
         },
@@ -153,31 +154,26 @@ pub const PASSES: &[Pass] = &[
         input: &[Stage::I, Stage::II, Stage::III],
         output: None,
         about: "keeps only the preprocess statements of a decomposed program (the format conversion)",
-        run: |f| Ok(extract_preprocess(f)),
+        run: |f| Ok(extract_preprocess(&f)),
     },
     Pass {
         name: "remove_preprocess",
         input: &[Stage::I, Stage::II, Stage::III],
         output: None,
         about: "drops the preprocess statements of a decomposed program (the compute alone)",
-        run: |f| Ok(remove_preprocess(f)),
+        run: |f| Ok(remove_preprocess(&f)),
     },
 ];
 
-/// Runs passes in order, verifying the input and the output of every pass.
+/// Runs passes in order, verifying the input and the output of every pass, each function
+/// once: the proof of one pass's output is the next pass's input.
+#[derive(Default)]
 pub struct PassManager {
-    passes: Vec<(&'static str, PassFn)>,
-    verify: bool,
-}
-
-impl Default for PassManager {
-    fn default() -> Self {
-        PassManager { passes: Vec::new(), verify: true }
-    }
+    passes: Vec<&'static Pass>,
 }
 
 impl PassManager {
-    /// An empty pipeline that verifies after every pass.
+    /// An empty pipeline.
     pub fn new() -> Self {
         Self::default()
     }
@@ -187,7 +183,7 @@ impl PassManager {
     pub fn lowering(from: Stage, to: Stage) -> Self {
         let mut pm = Self::new();
         for p in PASSES.iter().filter(|p| p.output.is_some_and(|o| o > from && o <= to)) {
-            pm.add(p.name, p.run);
+            pm.add(p);
         }
         pm
     }
@@ -197,36 +193,32 @@ impl PassManager {
         Self::lowering(Stage::I, stage)
     }
 
-    /// Appends a pass.
-    pub fn add(&mut self, name: &'static str, pass: PassFn) -> &mut Self {
-        self.passes.push((name, pass));
+    /// Appends a registered pass.
+    pub fn add(&mut self, pass: &'static Pass) -> &mut Self {
+        self.passes.push(pass);
         self
     }
 
     /// The names of the passes, in order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.passes.iter().map(|p| p.0).collect()
-    }
-
-    /// Turns verification on or off (it is on by default).
-    pub fn verify(&mut self, on: bool) -> &mut Self {
-        self.verify = on;
-        self
+        self.passes.iter().map(|p| p.name).collect()
     }
 
     /// Runs every pass; returns the function after each pass, in order.
     pub fn run_all(&self, f: &Func) -> Result<Vec<Func>, PassError> {
         let mut out: Vec<Func> = Vec::new();
-        for &(name, pass) in &self.passes {
+        let mut made_by: Option<&'static str> = None;
+        for p in &self.passes {
             let input = out.last().unwrap_or(f);
-            if self.verify && out.is_empty() {
-                verify_func(input).map_err(|errors| PassError::InvalidInput { pass: name, errors })?;
-            }
-            let next = pass(input)?;
-            if self.verify {
-                verify_func(&next).map_err(|errors| PassError::InvalidOutput { pass: name, errors })?;
-            }
-            out.push(next);
+            let proof = verified(input).map_err(|errors| match made_by {
+                Some(pass) => PassError::InvalidOutput { pass, errors },
+                None => PassError::InvalidInput { pass: p.name, errors },
+            })?;
+            out.push((p.run)(proof)?);
+            made_by = Some(p.name);
+        }
+        if let (Some(last), Some(pass)) = (out.last(), made_by) {
+            verified(last).map_err(|errors| PassError::InvalidOutput { pass, errors })?;
         }
         Ok(out)
     }

@@ -18,10 +18,14 @@ use std::collections::HashMap;
 
 /// Lowers a Stage-II function to Stage III.
 pub fn lower_sparse_buffer(f: &Func) -> Result<Func, PassError> {
+    run(crate::verified_input("lower_sparse_buffer", f)?)
+}
+
+/// [`lower_sparse_buffer`] on verified input (the pass manager's entry).
+pub(crate) fn run(f: Verified<'_>) -> Result<Func, PassError> {
     if f.stage != Stage::II {
         return Err(PassError::WrongStage { pass: "lower_sparse_buffer", expected: Stage::II, found: f.stage });
     }
-    let f = crate::verified_input("lower_sparse_buffer", f)?;
     let mut l = Flattener { src: f, out: f.func().clone(), indptr: HashMap::new() };
     l.out.stage = Stage::III;
     l.out.buffers = Arena::new();

@@ -1,4 +1,4 @@
-//! Caching primitives (Stage II/III): `cache_read`, `cache_write` and `set_scope`.
+//! Caches (Stage II/III): [`CacheAt`] and the helpers of `cache_read` and `cache_write`.
 //!
 //! A cache is a dense buffer in another memory scope (shared or local) that stands in for the
 //! region of a buffer that a loop or block body accesses. The region is found per dimension:
@@ -8,7 +8,6 @@
 
 use crate::error::ScheduleError;
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
-use crate::trace::Step;
 use crate::tree::{self, Fresh, Path};
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{Block, BlockIter, Buffer, BufferId, For, Func, Layout, Region, Stmt, StmtKind, Storage, VarId};
@@ -41,7 +40,7 @@ impl From<BlockRv> for CacheAt {
 }
 
 impl CacheAt {
-    fn id(self) -> u32 {
+    pub(crate) fn id(self) -> u32 {
         match self {
             CacheAt::Loop(r) => r.0,
             CacheAt::Block(r) => r.0,
@@ -51,7 +50,7 @@ impl CacheAt {
 
 /// One dimension of a cached region.
 #[derive(Clone, Debug, PartialEq)]
-enum Dim {
+pub(crate) enum Dim {
     /// Every access uses this index.
     Point(Expr),
     /// The whole dimension, of this extent.
@@ -88,7 +87,7 @@ fn uses_of(body: &[Stmt], b: BufferId) -> Uses {
 
 
 /// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
-fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
+pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
     let pick = |idx: Vec<Expr>| -> Vec<Expr> {
         let kept: Vec<Expr> =
             idx.into_iter().zip(dims).filter(|(_, d)| matches!(d, Dim::Whole(_))).map(|(e, _)| e).collect();
@@ -144,7 +143,7 @@ impl Schedule {
     }
 
     /// The body of the loop or block at `path`.
-    fn site_body<'g>(g: &'g mut Func, path: &Path, rv: u32) -> Result<&'g mut Vec<Stmt>> {
+    pub(crate) fn site_body<'g>(g: &'g mut Func, path: &Path, rv: u32) -> Result<&'g mut Vec<Stmt>> {
         match tree::get_mut(&mut g.body, path).map(|s| &mut s.kind) {
             Some(StmtKind::For(l)) => Ok(&mut l.body),
             Some(StmtKind::Block(b)) => Ok(&mut b.body),
@@ -199,7 +198,7 @@ impl Schedule {
 
     /// Builds `for ax in ...: block name(v: spatial(e) = ax) { dst = src }`.
     #[allow(clippy::too_many_arguments)]
-    fn build_copy(
+    pub(crate) fn build_copy(
         g: &mut Func,
         fresh: &mut Fresh,
         block_name: String,
@@ -259,12 +258,12 @@ impl Schedule {
         s
     }
 
-    fn unique_block_name(g: &Func, base: &str) -> String {
+    pub(crate) fn unique_block_name(g: &Func, base: &str) -> String {
         sparsec_ir::names::fresh_in(&mut sparsec_ir::names::block_names(g), base)
     }
 
     /// Checks the common preconditions of a cache and returns what the rewrite needs.
-    fn cache_plan(
+    pub(crate) fn cache_plan(
         &self,
         g: &Func,
         primitive: &'static str,
@@ -327,7 +326,7 @@ impl Schedule {
     }
 
     /// Adds the cache buffer and returns it.
-    fn add_cache_buffer(g: &mut Func, buf: BufferId, scope: Scope, dims: &[Dim]) -> BufferId {
+    pub(crate) fn add_cache_buffer(g: &mut Func, buf: BufferId, scope: Scope, dims: &[Dim]) -> BufferId {
         let b = g.buffers[buf].clone();
         let mut shape: Vec<Expr> =
             dims.iter().filter_map(|d| if let Dim::Whole(e) = d { Some(e.clone()) } else { None }).collect();
@@ -346,69 +345,6 @@ impl Schedule {
         })
     }
 
-    /// Reads the region of `buffer` that the body of `at` reads through a cache in `scope`:
-    /// the body starts by copying the region into the cache, and every read of `buffer` in the
-    /// body reads the cache instead. `block` (inside `at`) must read `buffer`, and nothing in
-    /// `at` may write it. Returns the copy block.
-    pub fn cache_read(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
-        let at = at.into();
-        let mut g = self.func.clone();
-        let (site, buf, dims) = self.cache_plan(&g, "cache_read", block, buffer, at, false)?;
-        let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
-        let name = Self::unique_block_name(&g, &format!("{}_{}", g.buffers[buf].name, scope.name()));
-        let mut fresh = Fresh::at(&g, &site);
-        let copy = Self::build_copy(&mut g, &mut fresh, name.clone(), buf, cache, &dims, true);
-        let body = Self::site_body(&mut g, &site, at.id())?;
-        redirect(body, buf, cache, &dims);
-        body.insert(0, copy);
-        body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
-        self.commit("cache_read", g)?;
-        let rv = self.new_rv(Target::Block(name));
-        self.record(Step::CacheRead { block, buffer: buffer.into(), scope, at: at.id() }, vec![rv]);
-        Ok(BlockRv(rv))
-    }
-
-    /// Writes the region of `buffer` that the body of `at` accesses through a cache in
-    /// `scope`: the body starts by copying the region in, works on the cache, and ends by
-    /// copying it back. `block` (inside `at`) must write `buffer`. Returns the write-back block.
-    pub fn cache_write(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
-        let at = at.into();
-        let mut g = self.func.clone();
-        let (site, buf, dims) = self.cache_plan(&g, "cache_write", block, buffer, at, true)?;
-        let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
-        let base = format!("{}_{}", g.buffers[buf].name, scope.name());
-        let load_name = Self::unique_block_name(&g, &base);
-        let mut fresh = Fresh::at(&g, &site);
-        let load = Self::build_copy(&mut g, &mut fresh, load_name.clone(), buf, cache, &dims, true);
-        let store_name = {
-            let mut g2 = g.clone();
-            g2.body.push(load.clone());
-            Self::unique_block_name(&g2, &format!("{base}_writeback"))
-        };
-        let store = Self::build_copy(&mut g, &mut fresh, store_name.clone(), buf, cache, &dims, false);
-        let body = Self::site_body(&mut g, &site, at.id())?;
-        redirect(body, buf, cache, &dims);
-        body.insert(0, load);
-        body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
-        body.push(store);
-        self.commit("cache_write", g)?;
-        let rv = self.new_rv(Target::Block(store_name));
-        self.record(Step::CacheWrite { block, buffer: buffer.into(), scope, at: at.id() }, vec![rv]);
-        Ok(BlockRv(rv))
-    }
-
-    /// Moves an allocated buffer to another memory scope.
-    pub fn set_scope(&mut self, buffer: &str, scope: Scope) -> Result<()> {
-        let mut g = self.func.clone();
-        let buf = g.buffer_by_name(buffer).ok_or_else(|| ScheduleError::UnknownBuffer { name: buffer.to_string() })?;
-        match &mut g.buffers[buf].storage {
-            Storage::Alloc(s) => *s = scope,
-            Storage::Param(_) => return Err(ScheduleError::NotAllocated { buffer: buffer.to_string() }),
-        }
-        self.commit("set_scope", g)?;
-        self.record(Step::SetScope { buffer: buffer.into(), scope }, vec![]);
-        Ok(())
-    }
 
     /// Decodes a cache location from a trace reference (a loop or a block).
     pub(crate) fn cache_at_from_rv(&self, rv: u32) -> Result<CacheAt> {

@@ -23,6 +23,15 @@
 //!
 //! [`Trace::replay`] re-applies a trace to the original function; traces serialise to JSON.
 //!
+//! Each primitive lives in one file of `src/primitives/`, named after its trace op
+//! (`split.rs` for `split`): the method on [`Schedule`], the struct of its arguments (public
+//! in [`primitives`], wrapped by the [`Step`] variant of the same name) and its replay (the
+//! crate's `Primitive` trait). Helpers shared by several primitives stay in their own modules
+//! (`loops.rs`, `sparse.rs`, `cache.rs`, `reduction.rs`, `move_nest.rs`). To add a primitive:
+//! write `src/primitives/<op>.rs` like its neighbours, add the line `<op>: <Op>,` to the
+//! `primitives!` list in `src/primitives/mod.rs`, and add its tests under `tests/` (and its
+//! row in `docs/trace-format.md`).
+//!
 //! ```
 //! use sparsec_ir::ThreadTag;
 //! use sparsec_schedule::Schedule;
@@ -60,8 +69,9 @@
 pub mod auto;
 mod cache;
 mod error;
-mod compute_at;
 mod loops;
+mod move_nest;
+pub mod primitives;
 mod reduction;
 mod schedule;
 mod sparse;
@@ -70,5 +80,6 @@ mod tree;
 
 pub use cache::CacheAt;
 pub use error::ScheduleError;
+pub use primitives::Step;
 pub use schedule::{AnnotTarget, BlockRv, IterRv, LoopRv, Schedule, SpIterRv};
-pub use trace::{Instruction, Step, Trace, TraceError};
+pub use trace::{Instruction, Trace, TraceError};

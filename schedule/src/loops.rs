@@ -1,24 +1,23 @@
-//! Loop primitives (Stage II/III): `split`, `fuse`, `reorder`, and the loop kinds
-//! (`bind`, `parallel`, `vectorize`, `unroll`).
+//! Helpers of the loop primitives (Stage II/III): loop lookups and nests for `split`, `fuse`
+//! and `reorder`, and the loop kinds (`bind`, `parallel`, `vectorize`, `unroll`) with the
+//! proof that a loop's iterations are independent.
 //!
 //! Loop extents are assumed non-negative, as every lowering pass produces them.
 
 use crate::error::ScheduleError;
-use crate::schedule::{stale, LoopRv, Schedule, Target};
-use crate::trace::Step;
-use crate::tree::{self, Fresh, Path};
+use crate::primitives::Step;
+use crate::schedule::{stale, LoopRv, Schedule};
+use crate::tree::{self, Path};
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Attrs, BufferId, For, Func, Stmt, StmtKind, VarId};
 use sparsec_ir::injective::{self, Role};
-use sparsec_ir::{walk_stmts, ForKind, IterKind, ThreadTag};
-use sparsec_passes::build::{cast_to, int};
-use sparsec_passes::simplify::simplify_expr;
+use sparsec_ir::{walk_stmts, ForKind, IterKind};
 use std::collections::HashMap;
 
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The loop at `path`.
-fn loop_at<'f>(g: &'f Func, path: &Path, rv: u32) -> Result<&'f For> {
+pub(crate) fn loop_at<'f>(g: &'f Func, path: &Path, rv: u32) -> Result<&'f For> {
     match tree::get(&g.body, path).map(|s| &s.kind) {
         Some(StmtKind::For(l)) => Ok(l),
         _ => Err(stale(rv, "loop")),
@@ -26,18 +25,18 @@ fn loop_at<'f>(g: &'f Func, path: &Path, rv: u32) -> Result<&'f For> {
 }
 
 /// `a op b` on expressions of the same dtype.
-fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+pub(crate) fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     Expr::binary(op, a, b)
 }
 
 /// A serial loop statement.
-fn for_stmt(var: VarId, min: Expr, extent: Expr, kind: ForKind, body: Vec<Stmt>, attrs: Attrs) -> Stmt {
+pub(crate) fn for_stmt(var: VarId, min: Expr, extent: Expr, kind: ForKind, body: Vec<Stmt>, attrs: Attrs) -> Stmt {
     Stmt::new(StmtKind::For(For { var, min, extent, kind, body, attrs }))
 }
 
 impl Schedule {
     /// Resolves loop references: paths, variables and the loops themselves (cloned).
-    fn resolve_loops(&self, g: &Func, loops: &[LoopRv]) -> Result<Vec<(Path, For)>> {
+    pub(crate) fn resolve_loops(&self, g: &Func, loops: &[LoopRv]) -> Result<Vec<(Path, For)>> {
         let mut out: Vec<(Path, For)> = Vec::new();
         for r in loops {
             let (path, _) = self.loop_path(g, r.0)?;
@@ -50,89 +49,10 @@ impl Schedule {
         Ok(out)
     }
 
-    /// Splits a loop into nested loops with the given factors (outermost first). At most
-    /// one factor may be `None`; it is inferred as `ceil(extent / product of the others)`.
-    /// When the factors do not divide the extent exactly (or the extent is symbolic) the
-    /// body is guarded by `if fused < extent`. Returns the new loops, outermost first.
-    pub fn split(&mut self, lp: LoopRv, factors: &[Option<i64>]) -> Result<Vec<LoopRv>> {
-        const P: &str = "split";
-        self.need_loop_stage(P)?;
-        let mut g = self.func.clone();
-        let (path, _) = self.loop_path(&g, lp.0)?;
-        let l = loop_at(&g, &path, lp.0)?.clone();
-        let name = Self::var_name(&g, l.var);
-        if factors.len() < 2 {
-            return Err(ScheduleError::TooFew { primitive: P, min: 2, what: "factors", got: factors.len() });
-        }
-        if let Some(&f) = factors.iter().flatten().find(|&&f| f <= 0) {
-            return Err(ScheduleError::NonPositiveFactor { factor: f });
-        }
-        let nones = factors.iter().filter(|f| f.is_none()).count();
-        if nones > 1 {
-            return Err(ScheduleError::MoreThanOneInferred { count: nones });
-        }
-        if l.kind != ForKind::Serial {
-            return Err(ScheduleError::AlreadyBound { loop_var: name, kind: l.kind.name().to_string() });
-        }
-        let d = g.vars[l.var].dtype;
-        let product = factors.iter().flatten().try_fold(1i64, |p, &f| p.checked_mul(f));
-        let extent = simplify_expr(l.extent.clone());
-        let mismatch = |product: i64| ScheduleError::FactorsMismatch {
-            loop_var: name.clone(),
-            extent: sparsec_ir::text::print_expr(&g, &l.extent),
-            product,
-        };
-        let Some(product) = product else { return Err(mismatch(i64::MAX)) };
-        // The factor to infer (if any) and whether a guard is needed.
-        let (inferred, guard) = match (nones, extent.as_int()) {
-            (0, Some(e)) if product < e => return Err(mismatch(product)),
-            (0, Some(e)) => (None, product != e),
-            (0, None) => return Err(mismatch(product)),
-            (_, Some(e)) => {
-                let e = e.max(0);
-                let f = e / product + i64::from(e % product != 0);
-                (Some(int(f, d)), f.checked_mul(product) != Some(e))
-            }
-            (_, None) if product == 1 => (Some(extent.clone()), false),
-            (_, None) => {
-                let up = bin(BinOp::Add, extent.clone(), int(product - 1, d));
-                (Some(simplify_expr(bin(BinOp::FloorDiv, up, int(product, d)))), true)
-            }
-        };
-        let extents: Vec<Expr> =
-            factors.iter().map(|f| f.map_or_else(|| inferred.clone().unwrap_or(int(1, d)), |f| int(f, d))).collect();
-        let mut fresh = Fresh::at(&g, &path);
-        let vars: Vec<VarId> = (0..factors.len()).map(|k| g.add_var(fresh.name(&format!("{name}_{k}")), d)).collect();
-        // fused = ((v0 * e1 + v1) * e2 + v2) ...
-        let mut fused = Expr::Var(vars[0]);
-        for (v, e) in vars.iter().zip(&extents).skip(1) {
-            fused = bin(BinOp::Add, bin(BinOp::Mul, fused, e.clone()), Expr::Var(*v));
-        }
-        let fused = simplify_expr(fused);
-        let value = simplify_expr(bin(BinOp::Add, l.min.clone(), fused.clone()));
-        let mut body = l.body.clone();
-        sparsec_passes::simplify::substitute_stmts(&mut body, &HashMap::from([(l.var, value)]));
-        if guard {
-            let cond = bin(BinOp::Lt, fused, l.extent.clone());
-            body = vec![Stmt::new(StmtKind::If { cond, then_body: body, else_body: vec![] })];
-        }
-        for (k, (v, e)) in vars.iter().zip(&extents).enumerate().rev() {
-            let attrs = if k == 0 { l.attrs.clone() } else { Attrs::new() };
-            body = vec![for_stmt(*v, int(0, d), e.clone(), ForKind::Serial, body, attrs)];
-        }
-        let mut new = body.pop().ok_or_else(|| stale(lp.0, "loop"))?;
-        let slot = tree::get_mut(&mut g.body, &path).ok_or_else(|| stale(lp.0, "loop"))?;
-        new.span = slot.span;
-        *slot = new;
-        self.commit(P, g)?;
-        let outs: Vec<u32> = vars.iter().map(|v| self.new_rv(Target::Loop(*v))).collect();
-        self.record(Step::Split { r#loop: lp, factors: factors.to_vec() }, outs.clone());
-        Ok(outs.into_iter().map(LoopRv).collect())
-    }
 
     /// Checks that `loops` (outermost first) are a perfectly nested chain: each loop is the
     /// only statement of the previous one's body.
-    fn check_chain(g: &Func, loops: &[(Path, For)]) -> Result<()> {
+    pub(crate) fn check_chain(g: &Func, loops: &[(Path, For)]) -> Result<()> {
         for w in loops.windows(2) {
             let (outer, inner) = (&w[0].1, &w[1].1);
             let nested = matches!(outer.body.as_slice(), [s] if tree::is_loop_over(s, inner.var));
@@ -146,140 +66,9 @@ impl Schedule {
         Ok(())
     }
 
-    /// Fuses perfectly nested loops (outermost first) into one loop whose extent is the
-    /// product of theirs. No loop's bounds may use the variable of another fused loop.
-    pub fn fuse(&mut self, loops: &[LoopRv]) -> Result<LoopRv> {
-        const P: &str = "fuse";
-        self.need_loop_stage(P)?;
-        if loops.len() < 2 {
-            return Err(ScheduleError::TooFew { primitive: P, min: 2, what: "loops", got: loops.len() });
-        }
-        let mut g = self.func.clone();
-        let ls = self.resolve_loops(&g, loops)?;
-        Self::check_chain(&g, &ls)?;
-        for (k, (_, l)) in ls.iter().enumerate() {
-            if l.kind != ForKind::Serial {
-                return Err(ScheduleError::AlreadyBound {
-                    loop_var: Self::var_name(&g, l.var),
-                    kind: l.kind.name().to_string(),
-                });
-            }
-            for (_, o) in &ls[..k] {
-                if l.min.uses_var(o.var) || l.extent.uses_var(o.var) {
-                    return Err(ScheduleError::DependentExtent {
-                        loop_var: Self::var_name(&g, l.var),
-                        depends_on: Self::var_name(&g, o.var),
-                    });
-                }
-            }
-        }
-        let outer = &ls[0].1;
-        let d = g.vars[outer.var].dtype;
-        let extents: Vec<Expr> = ls.iter().map(|(_, l)| cast_to(&g, l.extent.clone(), d)).collect();
-        let total = simplify_expr(extents[1..].iter().fold(extents[0].clone(), |a, e| bin(BinOp::Mul, a, e.clone())));
-        let name = ls.iter().map(|(_, l)| Self::var_name(&g, l.var)).collect::<Vec<_>>().join("_");
-        let v = g.add_var(Fresh::at(&g, &ls[0].0).name(&format!("{name}_fused")), d);
-        // Old variable k = min_k + (v // (e_{k+1} * ... * e_n)) % e_k (no `%` for the first).
-        let mut map = HashMap::new();
-        let n = ls.len();
-        for (k, (_, l)) in ls.iter().enumerate() {
-            let mut e = Expr::Var(v);
-            if k + 1 < n {
-                let stride = extents[k + 2..].iter().fold(extents[k + 1].clone(), |a, x| bin(BinOp::Mul, a, x.clone()));
-                e = bin(BinOp::FloorDiv, e, stride);
-            }
-            if k > 0 {
-                e = bin(BinOp::FloorMod, e, extents[k].clone());
-            }
-            let ld = g.vars[l.var].dtype;
-            let e = cast_to(&g, simplify_expr(e), ld);
-            map.insert(l.var, simplify_expr(bin(BinOp::Add, l.min.clone(), e)));
-        }
-        let mut body = ls[n - 1].1.body.clone();
-        sparsec_passes::simplify::substitute_stmts(&mut body, &map);
-        let mut new = for_stmt(v, int(0, d), total, ForKind::Serial, body, outer.attrs.clone());
-        let slot = tree::get_mut(&mut g.body, &ls[0].0).ok_or_else(|| stale(loops[0].0, "loop"))?;
-        new.span = slot.span;
-        *slot = new;
-        self.commit(P, g)?;
-        let out = self.new_rv(Target::Loop(v));
-        self.record(Step::Fuse { loops: loops.to_vec() }, vec![out]);
-        Ok(LoopRv(out))
-    }
-
-    /// Reorders perfectly nested loops: `order` lists every loop of a contiguous perfectly
-    /// nested chain, in the new order (outermost first). A loop whose bounds use another
-    /// chain loop's variable must stay inside that loop.
-    pub fn reorder(&mut self, order: &[LoopRv]) -> Result<()> {
-        const P: &str = "reorder";
-        self.need_loop_stage(P)?;
-        if order.len() < 2 {
-            return Err(ScheduleError::TooFew { primitive: P, min: 2, what: "loops", got: order.len() });
-        }
-        let mut g = self.func.clone();
-        let given = self.resolve_loops(&g, order)?;
-        let mut nest = given.clone();
-        nest.sort_by_key(|(p, _)| p.len());
-        Self::check_chain(&g, &nest)?;
-        for (p, (_, l)) in given.iter().enumerate() {
-            if let Some((_, o)) = given[p + 1..].iter().find(|(_, o)| l.min.uses_var(o.var) || l.extent.uses_var(o.var))
-            {
-                return Err(ScheduleError::DependentExtent {
-                    loop_var: Self::var_name(&g, l.var),
-                    depends_on: Self::var_name(&g, o.var),
-                });
-            }
-        }
-        let mut body = nest[nest.len() - 1].1.body.clone();
-        let mut spans = HashMap::new();
-        for (p, _) in &nest {
-            if let Some(s) = tree::get(&g.body, p) {
-                spans.insert(p.len(), s.span);
-            }
-        }
-        for (k, (_, l)) in given.iter().enumerate().rev() {
-            let mut s = for_stmt(l.var, l.min.clone(), l.extent.clone(), l.kind, body, l.attrs.clone());
-            s.span = spans.get(&nest[k].0.len()).copied().unwrap_or(s.span);
-            body = vec![s];
-        }
-        let new = body.pop().ok_or_else(|| stale(order[0].0, "loop"))?;
-        *tree::get_mut(&mut g.body, &nest[0].0).ok_or_else(|| stale(order[0].0, "loop"))? = new;
-        self.commit(P, g)?;
-        self.record(Step::Reorder { loops: order.to_vec() }, vec![]);
-        Ok(())
-    }
-
-    /// Binds a serial loop to a GPU thread index. The tag must not be bound by a loop
-    /// around or inside it, and its iterations must be proven independent (see
-    /// [`Schedule::parallel`]).
-    pub fn bind(&mut self, lp: LoopRv, tag: ThreadTag) -> Result<()> {
-        self.set_kind(lp, ForKind::Thread(tag), Step::Bind { r#loop: lp, tag })
-    }
-
-    /// Marks a serial loop parallel. Its iterations must be proven independent: it drives no
-    /// reduction iterator of a block, and every store or `atomic_add` under it writes a
-    /// buffer allocated inside it, or lies in a block that the loop drives through a spatial
-    /// iterator (the first block under the loop on the way; its kinds and its bindings'
-    /// injectivity are verified), or is an `atomic_add` to a buffer nothing else under the
-    /// loop reads or stores. A buffer written under the loop and touched by more than one
-    /// block must be indexed so that the indices show the iteration (`C[i * n + k]`).
-    pub fn parallel(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind(lp, ForKind::Parallel, Step::Parallel { r#loop: lp })
-    }
-
-    /// Marks a serial loop vectorized. It must contain no loop, and its iterations must be
-    /// proven independent (see [`Schedule::parallel`]).
-    pub fn vectorize(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind(lp, ForKind::Vectorized, Step::Vectorize { r#loop: lp })
-    }
-
-    /// Marks a serial loop to be unrolled.
-    pub fn unroll(&mut self, lp: LoopRv) -> Result<()> {
-        self.set_kind(lp, ForKind::Unrolled, Step::Unroll { r#loop: lp })
-    }
 
     /// Sets the kind of a serial loop after the checks of the primitive `step` records.
-    fn set_kind(&mut self, lp: LoopRv, kind: ForKind, step: Step) -> Result<()> {
+    pub(crate) fn set_kind(&mut self, lp: LoopRv, kind: ForKind, step: Step) -> Result<()> {
         let primitive = step.name();
         self.need_loop_stage(primitive)?;
         let mut g = self.func.clone();

@@ -1,11 +1,12 @@
 //! The [`Schedule`]: the function being scheduled, its trace, and the reference table.
 
 use crate::error::ScheduleError;
-use crate::trace::{Instruction, Step, Trace};
+use crate::primitives::Step;
+use crate::trace::{Instruction, Trace};
 use crate::tree::{self, Path};
 use sparsec_ir::func::{Attrs, Func, StmtKind, VarId};
 use sparsec_ir::verify::verify_func;
-use sparsec_ir::{AttrValue, Stage};
+use sparsec_ir::Stage;
 
 type Result<T> = std::result::Result<T, ScheduleError>;
 
@@ -54,7 +55,8 @@ pub enum AnnotTarget {
 }
 
 impl AnnotTarget {
-    fn id(self) -> u32 {
+    /// The reference's id, as recorded in traces.
+    pub(crate) fn id(self) -> u32 {
         match self {
             AnnotTarget::SpIter(r) => r.0,
             AnnotTarget::Block(r) => r.0,
@@ -152,8 +154,8 @@ impl Schedule {
     }
 
     /// Appends an instruction to the trace.
-    pub(crate) fn record(&mut self, step: Step, outputs: Vec<u32>) {
-        self.trace.insts.push(Instruction { step, outputs });
+    pub(crate) fn record(&mut self, step: impl Into<Step>, outputs: Vec<u32>) {
+        self.trace.insts.push(Instruction { step: step.into(), outputs });
     }
 
     /// A new reference id for `t`.
@@ -245,109 +247,8 @@ impl Schedule {
         f.vars.try_get(v).map_or_else(|| format!("#{}", v.index()), |x| x.name.clone())
     }
 
-    // ---- getters ---------------------------------------------------------------------------
-
-    /// The sparse iteration called `name` (Stage I).
-    pub fn get_sparse_iteration(&mut self, name: &str) -> Result<SpIterRv> {
-        self.need_stage_i("get_sparse_iteration")?;
-        match Self::sp_iter_paths(&self.func, name).len() {
-            0 => return Err(ScheduleError::UnknownSpIter { name: name.to_string() }),
-            1 => {}
-            _ => return Err(ScheduleError::AmbiguousName { what: "sparse iteration", name: name.to_string() }),
-        }
-        let rv = self.new_rv(Target::SpIter(name.to_string()));
-        self.record(Step::GetSparseIteration { name: name.to_string() }, vec![rv]);
-        Ok(SpIterRv(rv))
-    }
-
-    /// The iterators of a sparse iteration, in their current order.
-    pub fn get_sp_iters(&mut self, sp: SpIterRv) -> Result<Vec<IterRv>> {
-        self.need_stage_i("get_sp_iters")?;
-        let path = self.sp_iter_path(&self.func, sp.0)?;
-        let Some(StmtKind::SpIter(it)) = tree::get(&self.func.body, &path).map(|s| &s.kind) else {
-            return Err(stale(sp.0, "sparse iteration"));
-        };
-        let name = it.name.clone();
-        let vars: Vec<String> = it.vars.iter().map(|v| Self::var_name(&self.func, *v)).collect();
-        let outs: Vec<u32> =
-            vars.into_iter().map(|var| self.new_rv(Target::Iter { sp_iter: name.clone(), var })).collect();
-        self.record(Step::GetSpIters { sp_iter: sp }, outs.clone());
-        Ok(outs.into_iter().map(IterRv).collect())
-    }
-
-    /// The block called `name` (Stage II/III).
-    pub fn get_block(&mut self, name: &str) -> Result<BlockRv> {
-        self.need_loop_stage("get_block")?;
-        match Self::block_paths(&self.func, name).len() {
-            0 => return Err(ScheduleError::UnknownBlock { name: name.to_string() }),
-            1 => {}
-            _ => return Err(ScheduleError::AmbiguousName { what: "block", name: name.to_string() }),
-        }
-        let rv = self.new_rv(Target::Block(name.to_string()));
-        self.record(Step::GetBlock { name: name.to_string() }, vec![rv]);
-        Ok(BlockRv(rv))
-    }
-
-    /// The loops around a block, outermost first, up to the enclosing block.
-    pub fn get_loops(&mut self, block: BlockRv) -> Result<Vec<LoopRv>> {
-        self.need_loop_stage("get_loops")?;
-        let path = self.block_path(&self.func, block.0)?;
-        let mut vars = Vec::new();
-        for s in tree::ancestors(&self.func.body, &path).into_iter().rev() {
-            match &s.kind {
-                StmtKind::Block(_) => break,
-                StmtKind::For(l) => vars.push(l.var),
-                _ => {}
-            }
-        }
-        vars.reverse();
-        let outs: Vec<u32> = vars.into_iter().map(|v| self.new_rv(Target::Loop(v))).collect();
-        self.record(Step::GetLoops { block }, outs.clone());
-        Ok(outs.into_iter().map(LoopRv).collect())
-    }
-
-    // ---- annotations -----------------------------------------------------------------------
-
-    /// Sets annotation `key` of a sparse iteration, block or loop (replacing an earlier value).
-    pub fn annotate(&mut self, target: impl Into<AnnotTarget>, key: &str, value: AttrValue) -> Result<()> {
-        self.annotate_id(target.into().id(), key, value)
-    }
-
-    /// Removes annotation `key` of a sparse iteration, block or loop.
-    pub fn unannotate(&mut self, target: impl Into<AnnotTarget>, key: &str) -> Result<()> {
-        self.unannotate_id(target.into().id(), key)
-    }
-
-    pub(crate) fn annotate_id(&mut self, rv: u32, key: &str, value: AttrValue) -> Result<()> {
-        if key.is_empty() {
-            return Err(ScheduleError::InvalidKey { key: key.to_string() });
-        }
-        if let AttrValue::Float(x) = value {
-            if !x.is_finite() {
-                return Err(ScheduleError::InvalidValue { value: x.to_string() });
-            }
-        }
-        let mut g = self.func.clone();
-        let (attrs, _) = self.attrs_mut(&mut g, rv)?;
-        attrs.insert(key.to_string(), value.clone());
-        self.commit("annotate", g)?;
-        self.record(Step::Annotate { target: rv, key: key.to_string(), value }, vec![]);
-        Ok(())
-    }
-
-    pub(crate) fn unannotate_id(&mut self, rv: u32, key: &str) -> Result<()> {
-        let mut g = self.func.clone();
-        let (attrs, what) = self.attrs_mut(&mut g, rv)?;
-        if attrs.shift_remove(key).is_none() {
-            return Err(ScheduleError::NoSuchAnnotation { target: what, key: key.to_string() });
-        }
-        self.commit("unannotate", g)?;
-        self.record(Step::Unannotate { target: rv, key: key.to_string() }, vec![]);
-        Ok(())
-    }
-
     /// The attributes of the object `rv` points to in `g`, and its name.
-    fn attrs_mut<'g>(&self, g: &'g mut Func, rv: u32) -> Result<(&'g mut Attrs, String)> {
+    pub(crate) fn attrs_mut<'g>(&self, g: &'g mut Func, rv: u32) -> Result<(&'g mut Attrs, String)> {
         let kind = self.rvs.get(rv as usize).map(Target::kind).unwrap_or("loop");
         let (path, what) = match kind {
             "sparse iteration" => (self.sp_iter_path(g, rv)?, "sparse iteration"),

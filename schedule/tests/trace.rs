@@ -6,6 +6,7 @@ mod common;
 use common::{fails, sched2, stage2};
 use proptest::prelude::*;
 use sparsec_ir::{AttrValue, ThreadTag};
+use sparsec_schedule::primitives::{Bind, Split};
 use sparsec_schedule::{Schedule, ScheduleError as E, Step, Trace, TraceError};
 
 #[test]
@@ -20,9 +21,9 @@ fn trace_records_successful_calls_only() {
     let names: Vec<&str> = sch.trace().insts.iter().map(|i| i.step.name()).collect();
     assert_eq!(names, ["get_block", "get_loops", "split", "bind", "annotate"]);
     let split = &sch.trace().insts[2];
-    assert_eq!(split.step, Step::Split { r#loop: l[1], factors: vec![None, Some(8)] });
+    assert_eq!(split.step, Step::Split(Split { r#loop: l[1], factors: vec![None, Some(8)] }));
     assert_eq!(split.outputs, vec![k[0].id(), k[1].id()]);
-    assert_eq!(sch.trace().insts[3].step, Step::Bind { r#loop: k[1], tag: ThreadTag::ThreadIdxX });
+    assert_eq!(sch.trace().insts[3].step, Step::Bind(Bind { r#loop: k[1], tag: ThreadTag::ThreadIdxX }));
     insta::assert_snapshot!("trace_json", sch.trace().to_json());
     let replayed = sch.trace().replay(&stage2("csrmm")).unwrap();
     assert_eq!(replayed.text(), sch.text());

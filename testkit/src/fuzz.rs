@@ -982,7 +982,7 @@ pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, Strin
     let mut rng = Rng::new(d.seed);
     for (b, buf) in func.buffers.iter() {
         let Storage::Param(p) = buf.storage else { continue };
-        let len = interp::buffer_len(func, b, &args).map_err(|e| format!("length of `{}`: {e}", buf.name))?;
+        let len = sparsec::ir::args::buffer_len(func, b, &args).map_err(|e| format!("length of `{}`: {e}", buf.name))?;
         let special = |rng: &mut Rng| rng.below(40) == 0;
         let a = match buf.dtype {
             sparsec::ir::DType::I32 => Array::I32(

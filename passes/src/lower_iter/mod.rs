@@ -29,10 +29,14 @@ use std::collections::HashMap;
 
 /// Lowers a Stage-I function to Stage II.
 pub fn lower_sparse_iter(f: &Func) -> Result<Func, PassError> {
+    run(crate::verified_input("lower_sparse_iter", f)?)
+}
+
+/// [`lower_sparse_iter`] on verified input (the pass manager's entry).
+pub(crate) fn run(f: Verified<'_>) -> Result<Func, PassError> {
     if f.stage != Stage::I {
         return Err(PassError::WrongStage { pass: "lower_sparse_iter", expected: Stage::I, found: f.stage });
     }
-    let f = crate::verified_input("lower_sparse_iter", f)?;
     let mut l = Lowerer::new(f);
     let body = l.stmts(&f.body)?;
     l.out.body = body;

@@ -1,5 +1,5 @@
-//! `compute_at` and `reverse_compute_at` (Stage II/III): move a block's loop nest under a
-//! loop of a sibling nest, merging the loops that match.
+//! The body of `compute_at` and `reverse_compute_at` (Stage II/III): moves a block's loop
+//! nest under a loop of a sibling nest, merging the loops that match.
 //!
 //! Supported case: the moved block sits alone in a perfect loop nest below the statement
 //! list that also holds the target loop's nest; its outer loops have the same bounds
@@ -17,7 +17,7 @@
 use crate::error::ScheduleError;
 use crate::reduction::{list_at, list_mut};
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule};
-use crate::trace::Step;
+use crate::primitives::Step;
 use crate::tree;
 use sparsec_ir::expr::Expr;
 use sparsec_ir::func::{BufferId, Func, Stmt, StmtKind, Storage, VarId};
@@ -88,22 +88,10 @@ fn storage_key(g: &Func, b: BufferId) -> (bool, usize) {
 }
 
 impl Schedule {
-    /// Moves a producer block, with the loops around it, under loop `at` of a later nest
-    /// (its consumer): the producer's outer loops that match the loops from the common
-    /// statement list down to `at` are merged into them, and the rest of its nest is placed
-    /// at the start of `at`'s body. See the module documentation for the legality rules.
-    pub fn compute_at(&mut self, block: BlockRv, at: LoopRv) -> Result<()> {
-        self.move_nest("compute_at", block, at, false)
-    }
-
-    /// Moves a consumer block, with the loops around it, under loop `at` of an earlier nest
-    /// (its producer), merging matching loops as [`Schedule::compute_at`] does; the rest of
-    /// its nest is placed at the end of `at`'s body.
-    pub fn reverse_compute_at(&mut self, block: BlockRv, at: LoopRv) -> Result<()> {
-        self.move_nest("reverse_compute_at", block, at, true)
-    }
-
-    fn move_nest(&mut self, p: &'static str, block: BlockRv, at: LoopRv, reverse: bool) -> Result<()> {
+    /// Moves the nest of `block` under `at`, at the end of its body if `reverse` (else at the
+    /// start), after the checks of the primitive `step` records.
+    pub(crate) fn move_nest(&mut self, step: Step, block: BlockRv, at: LoopRv, reverse: bool) -> Result<()> {
+        let p = step.name();
         self.need_loop_stage(p)?;
         let mut g = self.func.clone();
         let mp = self.block_path(&g, block.0)?;
@@ -226,7 +214,6 @@ impl Schedule {
         let list = list_mut(&mut g.body, &mp[..=c]).ok_or_else(|| stale(block.0, "block"))?;
         list.remove(mi);
         self.commit(p, g)?;
-        let step = if reverse { Step::ReverseComputeAt { block, r#loop: at } } else { Step::ComputeAt { block, r#loop: at } };
         self.record(step, vec![]);
         Ok(())
     }
