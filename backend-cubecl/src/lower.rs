@@ -244,9 +244,16 @@ impl<'f, G: Gen> Walker<'f, G> {
 
     fn list(&mut self, g: &mut G, stmts: &[Stmt], uniform: bool) -> Result<()> {
         let saved = self.vars.clone();
-        // Statements every unit runs redundantly (a serial init) beside thread-bound loops
-        // over the same memory: a storage barrier between them.
-        let mixed = uniform && sparsec_ir::writes_beside_thread_loops(self.func, stmts);
+        // Statements every unit runs redundantly (a serial init) beside thread-bound loops,
+        // or thread-bound nests that exchange data through memory: a storage barrier between
+        // them, which only control flow that every unit of the cube takes may hold.
+        let mixed = sparsec_ir::needs_barrier(self.func, stmts);
+        if mixed && !uniform {
+            return unsupported(
+                "statements of a kernel that exchange data through memory sit under control flow that differs \
+                 between the units of a cube, where no barrier may order them; map the nests to the same units",
+            );
+        }
         for s in stmts {
             let sync = uniform && (self.plan.uses_shared || mixed) && sparsec_ir::has_thread_loop(s);
             let barrier = |g: &mut G| if mixed { g.sync_storage() } else { g.sync() };

@@ -177,10 +177,10 @@ pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
         if let Some(from) = unbound_from.take() {
             out.push(KernelSpec { stmts: &func.body[from..i], dims: Default::default() });
         }
-        needs_no_barrier(func, std::slice::from_ref(s))?;
         if let Some(r) = sparsec_ir::repeated_update(func, s) {
             return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
         }
+        needs_no_barrier(func, std::slice::from_ref(s))?;
         out.push(KernelSpec { stmts: &func.body[i..=i], dims });
     }
     if let Some(from) = unbound_from {
@@ -189,15 +189,23 @@ pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
     Ok(out)
 }
 
-/// Refuses a kernel in which some units of a block would write global memory redundantly
-/// (outside thread-bound loops) while others already run a thread-bound loop beside it: that
-/// needs a barrier, which this path does not emit (CubeCL's does).
+/// Refuses a kernel whose units would need a barrier between two statements
+/// (`ir::needs_barrier`): a statement outside thread-bound loops writes global memory beside
+/// one holding such a loop, or two thread-bound nests exchange data through memory with
+/// different thread mappings. This path emits no barrier (CubeCL's does).
 fn needs_no_barrier(func: &Func, stmts: &[Stmt]) -> Result<()> {
     if sparsec_ir::writes_beside_thread_loops(func, stmts) {
         return Err(MlirError::unsupported(
             "a kernel statement outside its thread-bound loops writes global memory beside them: every \
              thread would repeat it unordered with the others' work, and the MLIR GPU path emits no barrier; \
              bind that statement's loops to the same threads, or run it on cubecl",
+        ));
+    }
+    if sparsec_ir::needs_barrier(func, stmts) {
+        return Err(MlirError::unsupported(
+            "two thread-bound nests of a kernel exchange data through memory (a thread reads or writes \
+             an element another thread wrote in the first): that needs a barrier, which the MLIR GPU path \
+             does not emit; map both nests' loops to the same threads, or run it on cubecl",
         ));
     }
     for s in stmts {

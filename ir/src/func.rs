@@ -1,10 +1,11 @@
 //! Functions, modules, axes, buffers and statements: the one data model of all three stages.
 
 use crate::arena::{Arena, Handle};
-use crate::expr::Expr;
+use crate::expr::{BinOp, Expr};
 use crate::span::Span;
 use crate::types::{AxisKind, DType, ForKind, IterKind, Scope, Stage, ThreadTag};
 use indexmap::IndexMap;
+use std::collections::HashMap;
 
 
 /// Most iterations of one execution of a `while` loop (searches need about 64): a loop
@@ -487,6 +488,128 @@ pub fn has_thread_loop(s: &Stmt) -> bool {
 pub fn writes_beside_thread_loops(f: &Func, stmts: &[Stmt]) -> bool {
     stmts.iter().any(has_thread_loop)
         && stmts.iter().any(|s| !has_thread_loop(s) && f.global_write(std::slice::from_ref(s)).is_some())
+}
+
+/// Whether units of a block must synchronise between the statements of `stmts` (a list inside
+/// a kernel): a statement outside every thread-bound loop writes global memory beside one
+/// holding such a loop ([`writes_beside_thread_loops`]), or two statements holding thread-bound
+/// loops exchange data through memory the block shares ([`threads_exchange`]).
+pub fn needs_barrier(f: &Func, stmts: &[Stmt]) -> bool {
+    if writes_beside_thread_loops(f, stmts) {
+        return true;
+    }
+    let bound: Vec<&Stmt> = stmts.iter().filter(|s| has_thread_loop(s)).collect();
+    bound.iter().enumerate().any(|(i, a)| bound[i + 1..].iter().any(|b| threads_exchange(f, a, b)))
+}
+
+/// Whether two statements of a kernel that hold thread-bound loops exchange data through
+/// memory the units of a block share (a parameter, a global or a shared buffer): one writes an
+/// element that the other reads or writes at indices that differ once every `threadIdx` loop's
+/// variable is replaced by its unit's position, and every other loop's variable by a name for
+/// its range (a unit walks the whole range either way). Then a unit may touch, in `b`, an
+/// element another unit writes in `a`, and a barrier must order them. Equal indices mean each
+/// unit only meets its own writes.
+pub fn threads_exchange(f: &Func, a: &Stmt, b: &Stmt) -> bool {
+    let shared = |b: BufferId| {
+        f.buffers.try_get(b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global | Scope::Shared)))
+    };
+    let mut names = LoopNames::default();
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    names.accesses(std::slice::from_ref(a), &mut HashMap::new(), &mut Vec::new(), &mut xs);
+    names.accesses(std::slice::from_ref(b), &mut HashMap::new(), &mut Vec::new(), &mut ys);
+    xs.iter().any(|x| {
+        ys.iter().any(|y| x.buffer == y.buffer && shared(x.buffer) && (x.write || y.write) && x.indices != y.indices)
+    })
+}
+
+/// One access to a buffer, its indices in terms of the units' positions and loop ranges.
+struct UnitAccess {
+    buffer: BufferId,
+    indices: Vec<Expr>,
+    write: bool,
+}
+
+/// The names [`threads_exchange`] gives loop variables: per `threadIdx` tag, the first loop's
+/// variable (with its `min`); per other loop, the first variable of a loop with the same range
+/// and as many enclosing loops of that range.
+#[derive(Default)]
+struct LoopNames {
+    threads: Vec<(ThreadTag, VarId, Expr)>,
+    ranges: Vec<((Expr, Expr, usize), VarId)>,
+}
+
+impl LoopNames {
+    /// Every access in `list`, with loop variables renamed and block and `let` variables
+    /// replaced by their values (`env`); `open` holds the ranges of the enclosing loops.
+    fn accesses(&mut self, list: &[Stmt], env: &mut HashMap<VarId, Expr>, open: &mut Vec<(Expr, Expr)>, out: &mut Vec<UnitAccess>) {
+        let subst_all = |idx: &[Expr], env: &HashMap<VarId, Expr>| -> Vec<Expr> { idx.iter().map(|e| e.clone().substitute(env)).collect() };
+        for s in list {
+            for e in s.kind.exprs() {
+                e.walk(&mut |x| match x {
+                    Expr::Load(b, idx) => out.push(UnitAccess { buffer: *b, indices: subst_all(idx, env), write: false }),
+                    Expr::AtomicAdd(b, idx, _) => out.push(UnitAccess { buffer: *b, indices: subst_all(idx, env), write: true }),
+                    _ => {}
+                });
+            }
+            match &s.kind {
+                StmtKind::Store { buffer, indices, .. } => {
+                    out.push(UnitAccess { buffer: *buffer, indices: subst_all(indices, env), write: true });
+                }
+                StmtKind::For(l) => {
+                    let (min, extent) = (l.min.clone().substitute(env), l.extent.clone().substitute(env));
+                    let value = match l.kind {
+                        ForKind::Thread(t) if !t.is_block() => {
+                            let (_, v, m) = match self.threads.iter().find(|x| x.0 == t) {
+                                Some(x) => x.clone(),
+                                None => {
+                                    self.threads.push((t, l.var, min.clone()));
+                                    (t, l.var, min.clone())
+                                }
+                            };
+                            if m == min {
+                                Expr::Var(v)
+                            } else {
+                                Expr::binary(BinOp::Add, Expr::binary(BinOp::Sub, Expr::Var(v), m), min.clone())
+                            }
+                        }
+                        _ => {
+                            let depth = open.iter().filter(|r| r.0 == min && r.1 == extent).count();
+                            let key = (min.clone(), extent.clone(), depth);
+                            match self.ranges.iter().find(|x| x.0 == key) {
+                                Some(x) => Expr::Var(x.1),
+                                None => {
+                                    self.ranges.push((key, l.var));
+                                    Expr::Var(l.var)
+                                }
+                            }
+                        }
+                    };
+                    env.insert(l.var, value);
+                    open.push((min, extent));
+                    self.accesses(&l.body, env, open, out);
+                    open.pop();
+                }
+                StmtKind::Block(b) => {
+                    for it in &b.iters {
+                        let value = it.binding.clone().substitute(env);
+                        env.insert(it.var, value);
+                    }
+                    self.accesses(b.init.as_deref().unwrap_or_default(), env, open, out);
+                    self.accesses(&b.body, env, open, out);
+                }
+                StmtKind::Let { var, value } => {
+                    let value = value.clone().substitute(env);
+                    env.insert(*var, value);
+                }
+                StmtKind::If { then_body, else_body, .. } => {
+                    self.accesses(then_body, env, open, out);
+                    self.accesses(else_body, env, open, out);
+                }
+                StmtKind::While { body, .. } => self.accesses(body, env, open, out),
+                StmtKind::SpIter(_) | StmtKind::Alloc(_) | StmtKind::Evaluate(_) => {}
+            }
+        }
+    }
 }
 
 /// In a kernel (`top`, one top-level statement), the first update in place of memory the

@@ -45,6 +45,24 @@ pub fn csrmm_update_repeated_along_threads() -> Schedule {
     sch
 }
 
+/// csrmm with rows over `blockIdx.x` and both feature loops over `threadIdx.x`, split by 32
+/// in the init and by `sum_split` in the sum. With another factor than 32 a unit adds into
+/// elements that other units zeroed, so a barrier must order the two nests (CubeCL places one;
+/// the MLIR GPU path, which emits none, refuses); with 32 each unit meets only its own.
+pub fn csrmm_init_on_threads(sum_split: i64) -> Schedule {
+    let mut sch = stage1("csrmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let k = *loops(&mut sch, "csrmm_init1").last().unwrap();
+    let k = sch.split(k, &[None, Some(32)]).unwrap();
+    sch.bind(k[1], ThreadIdxX).unwrap();
+    let k = *loops(&mut sch, "csrmm1").last().unwrap();
+    let k = sch.split(k, &[None, Some(sum_split)]).unwrap();
+    sch.bind(k[1], ThreadIdxX).unwrap();
+    sch
+}
+
 /// sddmm: rows and their nonzeros fused (Stage I), split by `threads` over
 /// `blockIdx.x` × `threadIdx.x`.
 pub fn sddmm_fused_nonzeros(threads: i64) -> Schedule {

@@ -251,6 +251,26 @@ fn serial_init_beside_thread_loops_is_synchronised() {
     }
 }
 
+/// Two nests over `threadIdx.x` with different mappings (the init's features split by 32, the
+/// sum's by 16): units add into elements others zeroed, so a storage barrier orders the nests,
+/// and the numbers are the interpreter's; with the same mapping no barrier is needed.
+#[test]
+fn thread_nests_exchanging_data_are_synchronised() {
+    let f = tk::schedules::csrmm_init_on_threads(16).into_func();
+    assert!(sparsec_backend_cubecl::emit_cubecl(&f).unwrap().contains("sync_storage();"));
+    let same = tk::schedules::csrmm_init_on_threads(32).into_func();
+    assert!(!sparsec_backend_cubecl::emit_cubecl(&same).unwrap().contains("sync_storage();"));
+    let client = client();
+    for g in [f, same] {
+        let prog = compile(&g).unwrap();
+        for (mname, m) in tk::generated_matrices() {
+            let case = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(3)).unwrap();
+            let out = prog.run(&client, &case.args).unwrap_or_else(|e| panic!("{mname}: {e}"));
+            tk::assert_close(&format!("csrmm, init and sum on other threads, on {mname}"), &tk::output_f32(&out, "c"), &case.expected[0].1, 1e-4);
+        }
+    }
+}
+
 /// The default GPU schedule of RGCN binds only the features; the fused relation × row loop
 /// only adds atomically, so its iterations are spread over `blockIdx.y` instead of walked by
 /// every unit (which lavapipe's loop limit cut short).

@@ -2,7 +2,8 @@
 //! every emitted kernel assembled by NVIDIA's `ptxas` (PyPI's `nvidia-cuda-nvcc-cu12`).
 
 use super::common::{bsrmm_gpu, csrmm_gpu, ellmm_gpu, gpu_auto, sddmm_gpu, snapshot, stage3};
-use sparsec_backend_mlir::{cuda_root, emit_mlir, emit_ptx, gpu_plan};
+use sparsec_backend_mlir::{emit_mlir, emit_ptx, gpu_plan};
+use sparsec_testkit::nvidia::ptxas;
 use sparsec_testkit::workloads::WORKLOADS;
 
 #[test]
@@ -30,24 +31,6 @@ fn every_workload_with_the_default_gpu_schedule_gives_ptx() {
     }
 }
 
-/// Assembles `ptx` for `chip` with ptxas; returns its per-kernel report (registers, spills).
-fn ptxas(name: &str, ptx: &str, chip: &str) -> String {
-    let root = cuda_root().expect("NVIDIA's ptxas: scripts/install-deps installs nvidia-cuda-nvcc-cu12");
-    let dir = std::env::temp_dir().join(format!("sparsec-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{name}_{chip}.ptx"));
-    std::fs::write(&file, ptx).unwrap();
-    let out = std::process::Command::new(root.join("bin/ptxas"))
-        .args([&format!("-arch={chip}"), "-v", "-o"])
-        .arg(dir.join(format!("{name}_{chip}.cubin")))
-        .arg(&file)
-        .output()
-        .expect("ptxas runs");
-    let report = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{name} on {chip}: ptxas refused the PTX:\n{report}");
-    report
-}
-
 /// Every kernel the MLIR path emits is real PTX: NVIDIA's assembler takes it for sm_80 and
 /// sm_90 (libdevice math linked in), within the register file and without spills.
 #[test]
@@ -58,16 +41,17 @@ fn ptxas_assembles_every_kernel_without_spills() {
             for chip in ["sm_80", "sm_90"] {
                 let ptx = emit_ptx(&f, chip).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
                 let report = ptxas(&format!("{name}_{}", what.replace(' ', "_")), &ptx, chip);
-                for line in report.lines().filter(|l| l.contains("spill stores")) {
-                    assert!(line.contains(" 0 bytes spill stores, 0 bytes spill loads"), "{name} ({what}) {chip}: {line}");
+                for e in &report {
+                    assert_eq!(e.spills, 0, "{name} ({what}) {chip}: {e:?}");
                 }
-                kernels += report.matches("Compiling entry function").count();
+                kernels += report.len();
             }
         }
     }
     for f in [csrmm_gpu(), sddmm_gpu(), bsrmm_gpu(), ellmm_gpu()] {
-        let report = ptxas(&f.name, &emit_ptx(&f, "sm_90").unwrap(), "sm_90");
-        assert!(!report.contains("bytes spill stores") || report.contains(" 0 bytes spill stores"), "{}: {report}", f.name);
+        for e in ptxas(&f.name, &emit_ptx(&f, "sm_90").unwrap(), "sm_90") {
+            assert_eq!(e.spills, 0, "{}: {e:?}", f.name);
+        }
         kernels += 1;
     }
     assert!(kernels >= 4 * WORKLOADS.len(), "only {kernels} kernels assembled");
@@ -91,6 +75,19 @@ fn redundant_writes_beside_thread_loops_are_refused() {
     let e = emit_mlir(&f).unwrap_err().to_string();
     assert!(e.contains("emits no barrier"), "{e}");
     assert!(emit_ptx(&f, "sm_90").is_err());
+}
+
+/// Two nests over `threadIdx.x` with different mappings exchange C through memory: refused
+/// (no barrier on this path); with the same mapping each thread meets only its own elements.
+#[test]
+fn thread_nests_exchanging_data_are_refused() {
+    let mut sch = sparsec_testkit::schedules::csrmm_init_on_threads(16);
+    sch.lower_sparse_buffer().unwrap();
+    let e = emit_mlir(&sch.into_func()).unwrap_err().to_string();
+    assert!(e.contains("exchange data through memory"), "{e}");
+    let mut sch = sparsec_testkit::schedules::csrmm_init_on_threads(32);
+    sch.lower_sparse_buffer().unwrap();
+    emit_ptx(&sch.into_func(), "sm_90").unwrap();
 }
 
 /// An update that the units along an unbound thread index would repeat is refused.
@@ -162,6 +159,8 @@ fn gpu_emulation_runs_the_kernel_translation() {
     assert!(text.contains("scf.if") && !text.contains("scf.parallel"), "{text}");
 }
 
+/// Each thread reads back its own element of a shared buffer (this path emits no barrier, so a
+/// thread may not read another's: the same kernel reading `S[31 - vt]` is refused).
 #[test]
 fn shared_memory_is_a_workgroup_attribution() {
     let src = r#"
@@ -177,7 +176,7 @@ func sh(a: handle, b: handle, n: i32) stage III {
     }
     for tx2 in threadIdx.x(32) {
       block flip(vb: spatial(n) = bx, vt: spatial(32) = tx2) {
-        B[vb * 32 + vt] = S[31 - vt] * 2.0
+        B[vb * 32 + vt] = S[vt] * 2.0
       }
     }
   }
@@ -185,10 +184,14 @@ func sh(a: handle, b: handle, n: i32) stage III {
 "#;
     let f = sparsec_ir::text::parse_func("sh", src).unwrap_or_else(|e| panic!("{e}"));
     sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+    let flipped = sparsec_ir::text::parse_func("sh", &src.replace("S[vt] * 2.0", "S[31 - vt] * 2.0")).unwrap();
+    let e = emit_mlir(&flipped).unwrap_err().to_string();
+    assert!(e.contains("exchange data through memory"), "{e}");
     let text = emit_mlir(&f).unwrap();
     assert!(text.contains("workgroup(") && text.contains("#gpu.address_space<workgroup>"), "{text}");
+    // (LLVM forwards each thread's own store to its load, so the PTX may keep no `.shared`.)
     let ptx = emit_ptx(&f, "sm_80").unwrap();
-    assert!(ptx.contains(".shared"), "{ptx}");
+    assert!(ptx.contains(".entry"), "{ptx}");
     // The CPU path runs it like any local buffer; GPU emulation refuses shared memory.
     let mut args = sparsec_ir::data::Args::new();
     args.array("a", sparsec_ir::data::Array::F32((0..64).map(|i| i as f32).collect()))
