@@ -7,6 +7,7 @@ pub mod workloads;
 pub mod schedules;
 /// The differential program fuzzer (issue #13).
 pub mod fuzz;
+pub mod nvidia;
 
 use sparsec::ir::data::{Args, Array};
 use sparsec::ir::Func;

@@ -142,3 +142,30 @@ fn every_workload_emits_every_source() {
         }
     }
 }
+
+/// The CUDA C++ of every corpus workload, unscheduled and with the default GPU schedule, is
+/// real CUDA: NVIDIA's NVRTC compiles each kernel for sm_80 and sm_90 and ptxas assembles the
+/// result without spills (no GPU or CUDA install needed: PyPI's packages).
+#[test]
+fn cuda_sources_compile_with_nvrtc_and_assemble() {
+    let mut kernels = 0;
+    for name in tk::workloads::WORKLOADS {
+        let f = workload(name);
+        let scheduled = sparsec_schedule::auto::gpu_schedule(&f, 64).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (what, g) in [("plain", &f), ("auto_gpu", &scheduled)] {
+            let cuda = emit_cuda(g).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+            // One translation unit per kernel: each carries its own type definitions.
+            for (k, source) in cuda.split("// kernel ").filter(|s| !s.trim().is_empty()).enumerate() {
+                for chip in ["sm_80", "sm_90"] {
+                    let id = format!("{name}_{what}_{k}");
+                    let ptx = tk::nvidia::nvrtc(&id, &format!("// kernel {source}"), chip);
+                    for e in tk::nvidia::ptxas(&id, &ptx, chip) {
+                        assert_eq!((e.spills, e.stack), (0, 0), "{id} on {chip}: {e:?}");
+                        kernels += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(kernels >= 4 * tk::workloads::WORKLOADS.len(), "only {kernels} kernels compiled");
+}
