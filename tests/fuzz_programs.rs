@@ -99,7 +99,13 @@ fn checked_stage3(f: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> Resu
 /// every primitive the schedule applied must have kept the meaning.
 fn random_scheduled(f1: &sparsec::ir::Func, _: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> Result<sparsec::ir::data::Args, String> {
     match sparsec_testkit::schedules::random_schedule_of(f1) {
-        Some((f, tried)) => sparsec::interp::run(&f, args).map_err(|e| format!("{e} (schedule: {})", tried.join("; "))),
+        Some((f, tried)) => {
+            // `SPARSEC_FUZZ_SHOW_SCHEDULE=1` with one seed shows what the schedule did.
+            if std::env::var_os("SPARSEC_FUZZ_SHOW_SCHEDULE").is_some() {
+                eprintln!("schedule: {}\n{}", tried.join("; "), sparsec::ir::text::print_func(&f));
+            }
+            sparsec::interp::run(&f, args).map_err(|e| format!("{e} (schedule: {})", tried.join("; ")))
+        }
         None => sparsec::interp::run(f1, args).map_err(|e| e.to_string()),
     }
 }

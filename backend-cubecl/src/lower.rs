@@ -250,8 +250,8 @@ impl<'f, G: Gen> Walker<'f, G> {
         let mixed = sparsec_ir::needs_barrier(self.func, stmts);
         if mixed && !uniform {
             return unsupported(
-                "statements of a kernel that exchange data through memory sit under control flow that differs \
-                 between the units of a cube, where no barrier may order them; map the nests to the same units",
+                "statements of a kernel that exchange data through memory under control flow that differs between \
+                 the units of a cube are not supported: no barrier may order them there; map the nests to the same units",
             );
         }
         for s in stmts {
@@ -389,7 +389,7 @@ impl<'f, G: Gen> Walker<'f, G> {
             Scope::Shared => {
                 if !uniform {
                     return unsupported(format!(
-                        "shared buffer `{}` is allocated in thread-dependent control flow",
+                        "shared buffer `{}` is allocated in thread-dependent control flow, which is not supported",
                         buf.name
                     ));
                 }

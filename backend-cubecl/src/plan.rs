@@ -196,6 +196,9 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
     if let Some(r) = sparsec_ir::repeated_update(func, &stmt) {
         return unsupported(format!("kernel `{name}` is not supported: {r}"));
     }
+    if let Some(r) = sparsec_ir::scope_across_units(func, &stmt) {
+        return unsupported(format!("kernel `{name}` is not supported: {r}"));
+    }
     // Thread-bound loops.
     let mut extents: [Vec<Expr>; 6] = Default::default();
     let mut bound = false;

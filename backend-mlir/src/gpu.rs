@@ -180,6 +180,9 @@ pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
         if let Some(r) = sparsec_ir::repeated_update(func, s) {
             return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
         }
+        if let Some(r) = sparsec_ir::scope_across_units(func, s) {
+            return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
+        }
         needs_no_barrier(func, std::slice::from_ref(s))?;
         out.push(KernelSpec { stmts: &func.body[i..=i], dims });
     }

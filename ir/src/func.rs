@@ -710,6 +710,71 @@ impl std::fmt::Display for RepeatedUpdate {
     }
 }
 
+/// In a kernel (`top`), the first buffer whose scope the GPU cannot give the meaning the IR
+/// gives it: a `local` buffer (private to a unit on a GPU) allocated outside a loop bound to a
+/// thread index and accessed inside it, where the IR means one buffer for all those units; or
+/// a `shared` buffer (one per block on a GPU) allocated inside such a loop, where the IR means
+/// one per unit. GPU backends refuse such a kernel.
+pub fn scope_across_units(f: &Func, top: &Stmt) -> Option<String> {
+    fn thread_loop(s: &Stmt) -> bool {
+        matches!(&s.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(t) if !t.is_block()))
+    }
+    fn accesses(list: &[Stmt], b: BufferId) -> bool {
+        let mut hit = false;
+        walk_stmts(list, &mut |s| {
+            hit |= matches!(&s.kind, StmtKind::Store { buffer, .. } if *buffer == b);
+            for e in s.kind.exprs() {
+                e.walk(&mut |x| hit |= matches!(x, Expr::Load(c, _) | Expr::AtomicAdd(c, ..) if *c == b));
+            }
+        });
+        hit
+    }
+    fn visit(f: &Func, list: &[Stmt], in_thread: bool, out: &mut Option<String>) {
+        for (i, s) in list.iter().enumerate() {
+            if out.is_some() {
+                return;
+            }
+            if let StmtKind::Alloc(b) = s.kind {
+                let Some(buf) = f.buffers.try_get(b) else { continue };
+                let rest = &list[i + 1..];
+                match buf.storage {
+                    Storage::Alloc(Scope::Local) => {
+                        let mut spans = false;
+                        walk_stmts(rest, &mut |x| {
+                            if let StmtKind::For(l) = &x.kind {
+                                spans |= thread_loop(x) && accesses(&l.body, b);
+                            }
+                        });
+                        if spans {
+                            *out = Some(format!(
+                                "local buffer `{}` is allocated outside a thread-bound loop that accesses it: on a GPU \
+                                 every unit would get its own copy; allocate it inside that loop (cache at the \
+                                 thread-bound loop) or use shared scope",
+                                buf.name
+                            ));
+                        }
+                    }
+                    Storage::Alloc(Scope::Shared) if in_thread => {
+                        *out = Some(format!(
+                            "shared buffer `{}` is allocated inside a thread-bound loop: on a GPU the units of a block \
+                             share one copy; allocate it outside the thread-bound loops",
+                            buf.name
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            let inner = in_thread || thread_loop(s);
+            for child in s.kind.child_lists() {
+                visit(f, child, inner, out);
+            }
+        }
+    }
+    let mut out = None;
+    visit(f, std::slice::from_ref(top), false, &mut out);
+    out
+}
+
 /// Calls `f` on every statement of `stmts`, recursively, parents first (inits included).
 pub fn walk_stmts(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in stmts {

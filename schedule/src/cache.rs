@@ -9,9 +9,9 @@
 use crate::error::ScheduleError;
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
 use crate::tree::{self, Fresh, Path};
-use sparsec_ir::expr::Expr;
+use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Block, BlockIter, Buffer, BufferId, For, Func, Layout, Region, Stmt, StmtKind, Storage, VarId};
-use sparsec_ir::{walk_stmts, Attrs, AxisKind, ForKind, IterKind, Scope, Span};
+use sparsec_ir::{Attrs, AxisKind, ForKind, IterKind, Scope, Span};
 use sparsec_passes::build::int;
 use sparsec_passes::scope::{bound_inside, depends_on};
 use std::collections::HashSet;
@@ -57,34 +57,92 @@ pub(crate) enum Dim {
     Whole(Expr),
 }
 
-/// Accesses to one buffer inside a body.
+/// Accesses to one buffer inside a body: as written (`reads`, `writes`) and with the
+/// variables of blocks inside the body replaced by their bindings (`*_at_site`).
 #[derive(Default)]
 struct Uses {
     reads: Vec<Vec<Expr>>,
     writes: Vec<Vec<Expr>>,
+    reads_at_site: Vec<Vec<Expr>>,
+    writes_at_site: Vec<Vec<Expr>>,
     atomics: usize,
+    /// The conditions (at the site) under which each access runs: reads first, then writes.
+    conds: Vec<Vec<Expr>>,
+    /// Every block iterator inside the body: its binding at the site and its extent.
+    iters: std::collections::HashMap<VarId, (Expr, Expr)>,
 }
 
+/// The accesses to `b` in `body`, also with the variables of blocks inside it replaced by their
+/// bindings (so an index fixed at the cache site reads as a point there).
 fn uses_of(body: &[Stmt], b: BufferId) -> Uses {
     let mut u = Uses::default();
-    walk_stmts(body, &mut |s| {
+    let mut write_conds = Vec::new();
+    collect_uses(body, b, &mut std::collections::HashMap::new(), &mut Vec::new(), &mut write_conds, &mut u);
+    u.conds.extend(write_conds);
+    u
+}
+
+fn collect_uses(
+    body: &[Stmt],
+    b: BufferId,
+    env: &mut std::collections::HashMap<VarId, Expr>,
+    conds: &mut Vec<Expr>,
+    write_conds: &mut Vec<Vec<Expr>>,
+    u: &mut Uses,
+) {
+    let subst = |idx: &[Expr], env: &std::collections::HashMap<VarId, Expr>| -> Vec<Expr> {
+        idx.iter().map(|e| e.clone().substitute(env)).collect()
+    };
+    for s in body {
         if let StmtKind::Store { buffer, indices, .. } = &s.kind {
             if *buffer == b {
                 u.writes.push(indices.clone());
+                u.writes_at_site.push(subst(indices, env));
+                write_conds.push(conds.clone());
             }
         }
         for e in s.kind.exprs() {
             e.walk(&mut |x| match x {
-                Expr::Load(buf, idx) if *buf == b => u.reads.push(idx.clone()),
+                Expr::Load(buf, idx) if *buf == b => {
+                    u.reads.push(idx.clone());
+                    u.reads_at_site.push(subst(idx, env));
+                    u.conds.push(conds.clone());
+                }
                 Expr::AtomicAdd(buf, _, _) if *buf == b => u.atomics += 1,
                 _ => {}
             });
         }
-    });
-    u
+        match &s.kind {
+            StmtKind::Block(blk) => {
+                for it in &blk.iters {
+                    let value = it.binding.clone().substitute(env);
+                    u.iters.insert(it.var, (value.clone(), it.extent.clone().substitute(env)));
+                    env.insert(it.var, value);
+                }
+            }
+            StmtKind::If { cond, then_body, else_body } => {
+                let c = cond.clone().substitute(env);
+                conds.push(c.clone());
+                collect_uses(then_body, b, env, conds, write_conds, u);
+                conds.pop();
+                conds.push(Expr::Unary(sparsec_ir::expr::UnOp::Not, Box::new(c)));
+                collect_uses(else_body, b, env, conds, write_conds, u);
+                conds.pop();
+                continue;
+            }
+            StmtKind::While { cond, body } => {
+                conds.push(cond.clone().substitute(env));
+                collect_uses(body, b, env, conds, write_conds, u);
+                conds.pop();
+                continue;
+            }
+            _ => {}
+        }
+        for child in s.kind.child_lists() {
+            collect_uses(child, b, env, conds, write_conds, u);
+        }
+    }
 }
-
-
 
 /// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
 pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
@@ -184,6 +242,18 @@ impl Schedule {
                         }
                     }
                 };
+                // Storage past the axes (a row pointer's last element) belongs to the last dimension.
+                let whole = match &b.extra_storage {
+                    Some(extra) if b.ndim() == 1 => Expr::binary(sparsec_ir::expr::BinOp::Add, whole, extra.clone()),
+                    Some(_) => {
+                        return Err(ScheduleError::UncacheableRegion {
+                            buffer: b.name.clone(),
+                            dim: d,
+                            reason: "the buffer has storage past its axes".into(),
+                        })
+                    }
+                    None => whole,
+                };
                 if depends_on(&whole, vars, bufs) {
                     return Err(ScheduleError::UncacheableRegion {
                         buffer: b.name.clone(),
@@ -205,6 +275,7 @@ impl Schedule {
         buf: BufferId,
         cache: BufferId,
         dims: &[Dim],
+        guard: Option<&Expr>,
         into_cache: bool,
     ) -> Stmt {
         let mut loops: Vec<(VarId, Expr)> = Vec::new();
@@ -255,7 +326,10 @@ impl Schedule {
                 attrs: Attrs::new(),
             }));
         }
-        s
+        match guard {
+            Some(cond) => Stmt::new(StmtKind::If { cond: cond.clone(), then_body: vec![s], else_body: vec![] }),
+            None => s,
+        }
     }
 
     pub(crate) fn unique_block_name(g: &Func, base: &str) -> String {
@@ -271,7 +345,7 @@ impl Schedule {
         buffer: &str,
         at: CacheAt,
         written_only_here: bool,
-    ) -> Result<(Path, BufferId, Vec<Dim>)> {
+    ) -> Result<(Path, BufferId, Vec<Dim>, Option<Expr>)> {
         self.need_loop_stage(primitive)?;
         let site = self.cache_site(g, at)?;
         let block_path = self.block_path(g, block.0)?;
@@ -302,7 +376,7 @@ impl Schedule {
         }
         // `block` must read (cache_read) or write (cache_write) the buffer.
         let in_block = tree::get(&g.body, &block_path).map(|s| uses_of(std::slice::from_ref(s), buf));
-        let needed = in_block.is_some_and(|u| if written_only_here { !u.writes.is_empty() } else { !u.reads.is_empty() });
+        let needed = in_block.as_ref().is_some_and(|u| if written_only_here { !u.writes.is_empty() } else { !u.reads.is_empty() });
         if !needed {
             return Err(ScheduleError::BufferNotAccessed { buffer: buffer.to_string(), primitive });
         }
@@ -315,7 +389,127 @@ impl Schedule {
             return Err(ScheduleError::BufferNotAccessed { buffer: buffer.to_string(), primitive });
         }
         let dims = Self::cache_region(g, buf, &all, &vars, &bufs)?;
-        Ok((site, buf, dims))
+        let (site, buf, dims, guard) = Self::sharpen(g, site, buf, dims, &uses, in_block, &all, &vars, &bufs)?;
+        let guard = Self::conditions(g, buf, &dims, &uses, &vars, &bufs, guard)?;
+        if written_only_here {
+            Self::check_owned_write_back(g, &site, buf, &dims)?;
+        }
+        Ok((site, buf, dims, guard))
+    }
+
+    /// The region with the indices that `block`'s bindings fix at the site as points, and the
+    /// condition (the block's domain) under which the copies run; or the region as it is.
+    #[allow(clippy::too_many_arguments)]
+    fn sharpen(
+        g: &Func,
+        site: Path,
+        buf: BufferId,
+        dims: Vec<Dim>,
+        uses: &Uses,
+        in_block: Option<Uses>,
+        all: &[Vec<Expr>],
+        vars: &HashSet<VarId>,
+        bufs: &HashSet<BufferId>,
+    ) -> Result<(Path, BufferId, Vec<Dim>, Option<Expr>)> {
+        // When `block` holds every access, an index fixed by its iterators' bindings is a point
+        // too (a feature of one thread): the copies then run where the block's domain holds.
+        let in_block = in_block.unwrap_or_default();
+        if in_block.reads.len() + in_block.writes.len() == all.len() {
+            let at_site: Vec<Vec<Expr>> = uses.reads_at_site.iter().chain(&uses.writes_at_site).cloned().collect();
+            let sharp = Self::cache_region(g, buf, &at_site, vars, bufs)?;
+            let mut within: Vec<Expr> = Vec::new();
+            for (d, dim) in sharp.iter().enumerate() {
+                if !matches!((dim, &dims[d]), (Dim::Point(_), Dim::Whole(_))) {
+                    continue;
+                }
+                for v in all.iter().flat_map(|a| crate::reduction::vars_of(&a[d])) {
+                    let Some((binding, extent)) = uses.iters.get(&v) else { continue };
+                    if depends_on(binding, vars, bufs) || depends_on(extent, vars, bufs) {
+                        return Ok((site, buf, dims, None));
+                    }
+                    let dt = g.expr_dtype(binding);
+                    for c in [Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)), Expr::binary(BinOp::Lt, binding.clone(), extent.clone())] {
+                        let c = sparsec_passes::simplify::simplify_expr(c);
+                        if c != Expr::Bool(true) && !within.contains(&c) {
+                            within.push(c);
+                        }
+                    }
+                }
+            }
+            if sharp != dims {
+                let guard = within.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b));
+                return Ok((site, buf, sharp, guard));
+            }
+        }
+        Ok((site, buf, dims, None))
+    }
+
+    /// `guard` and the conditions under which the body accesses a point of the region: the
+    /// copies of a point must run only where the body would reach it (an index may leave the
+    /// buffer where a condition fails). Every access must then run under the same conditions,
+    /// known at the site.
+    #[allow(clippy::too_many_arguments)]
+    fn conditions(
+        g: &Func,
+        buf: BufferId,
+        dims: &[Dim],
+        uses: &Uses,
+        vars: &HashSet<VarId>,
+        bufs: &HashSet<BufferId>,
+        guard: Option<Expr>,
+    ) -> Result<Option<Expr>> {
+        let Some(point) = dims.iter().position(|d| matches!(d, Dim::Point(_))) else { return Ok(guard) };
+        let first = &uses.conds[0];
+        if first.is_empty() && uses.conds.iter().all(Vec::is_empty) {
+            return Ok(guard);
+        }
+        if uses.conds.iter().any(|c| c != first) || first.iter().any(|c| depends_on(c, vars, bufs)) {
+            return Err(ScheduleError::UncacheableRegion {
+                buffer: g.buffers[buf].name.clone(),
+                dim: point,
+                reason: "its accesses run under conditions that differ between them or are decided in the body".into(),
+            });
+        }
+        let mut all: Vec<Expr> = guard.into_iter().collect();
+        all.extend(first.iter().cloned());
+        Ok(all.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b)))
+    }
+
+    /// Refuses a write-back that iterations of an enclosing parallel, vectorized or
+    /// thread-bound loop would all make to the same elements: some point of the region must
+    /// vary with each such loop (the region of one iteration is then its own).
+    fn check_owned_write_back(g: &Func, site: &Path, buf: BufferId, dims: &[Dim]) -> Result<()> {
+        if dims.iter().all(|d| matches!(d, Dim::Point(_))) {
+            // Exactly the elements the body writes, which the loop's own proof keeps apart.
+            return Ok(());
+        }
+        let mut chain = tree::ancestors(&g.body, site);
+        chain.extend(tree::get(&g.body, site));
+        let mut env = std::collections::HashMap::new();
+        for s in &chain {
+            if let StmtKind::Block(b) = &s.kind {
+                for it in &b.iters {
+                    let value = it.binding.clone().substitute(&env);
+                    env.insert(it.var, value);
+                }
+            }
+        }
+        let points: Vec<Vec<VarId>> = dims
+            .iter()
+            .filter_map(|d| match d {
+                Dim::Point(e) => Some(crate::reduction::vars_of(&e.clone().substitute(&env))),
+                Dim::Whole(_) => None,
+            })
+            .collect();
+        for s in chain {
+            if let StmtKind::For(l) = &s.kind {
+                let parallel = matches!(l.kind, ForKind::Parallel | ForKind::Vectorized | ForKind::Thread(_));
+                if parallel && !points.iter().any(|p| p.contains(&l.var)) {
+                    return Err(ScheduleError::SharedWriteBack { buffer: g.buffers[buf].name.clone(), r#loop: Self::var_name(g, l.var) });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn block_name(&self, g: &Func, rv: u32) -> String {

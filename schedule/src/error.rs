@@ -43,6 +43,18 @@ pub enum ScheduleError {
         /// Why.
         reason: String,
     },
+    /// A cache's write-back would rewrite elements that other iterations of an enclosing
+    /// parallel or thread-bound loop own.
+    #[error(
+        "cache_write of `{buffer}` inside loop `{loop}`, which runs in parallel: every iteration would write back \
+         the whole region, also elements other iterations write; cache at a loop whose iterations own their elements"
+    )]
+    SharedWriteBack {
+        /// The buffer.
+        buffer: String,
+        /// The parallel loop.
+        r#loop: String,
+    },
     /// Another buffer over the same parameter is accessed in the cached body.
     #[error("buffer `{buffer}` cannot be cached: `{other}` aliases it there")]
     AliasedBuffer {
@@ -252,6 +264,19 @@ pub enum ScheduleError {
         loop_var: String,
         /// The loop they depend on.
         depends_on: String,
+    },
+    /// Reordering would run a block's iterations in another order where they do not commute.
+    #[error(
+        "reorder would change the order of loops `{outer}` and `{inner}`: block `{block}` runs their iterations in \
+         order (neither picks its spatial point, and its updates are not accumulations `X = X + e`)"
+    )]
+    OrderMatters {
+        /// The block.
+        block: String,
+        /// The loop that was outside.
+        outer: String,
+        /// The loop that was inside.
+        inner: String,
     },
     /// The loop is not serial any more (already parallel, vectorized, unrolled or bound).
     #[error("loop `{loop_var}` is already {kind}")]

@@ -63,6 +63,29 @@ pub fn csrmm_init_on_threads(sum_split: i64) -> Schedule {
     sch
 }
 
+/// csrmm with C accumulated in a register: rows over `blockIdx.x`, the features of the init
+/// and of the sum split by 32 over `threadIdx.x`, the sum's features moved outside its
+/// nonzeros, and C cached in `local` scope at the sum's thread-bound loop (one element per
+/// unit, its copies guarded by the block's domain). With `at_chunk` the cache sits one loop
+/// further out instead (a row chunk shared by the units of the thread loop), which GPU
+/// backends must refuse: a local buffer is private to each unit.
+pub fn csrmm_register_accumulator(at_chunk: bool) -> Schedule {
+    let mut sch = stage1("csrmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    sch.bind(i, BlockIdxX).unwrap();
+    let jk = loops(&mut sch, "csrmm1");
+    let k = sch.split(jk[1], &[None, Some(32)]).unwrap();
+    sch.reorder(&[k[0], k[1], jk[0]]).unwrap();
+    sch.bind(k[1], ThreadIdxX).unwrap();
+    let k0 = *loops(&mut sch, "csrmm_init1").last().unwrap();
+    let k0 = sch.split(k0, &[None, Some(32)]).unwrap();
+    sch.bind(k0[1], ThreadIdxX).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    sch.cache_write(b, "C", sparsec::ir::Scope::Local, if at_chunk { k[0] } else { k[1] }).unwrap();
+    sch
+}
+
 /// sddmm: rows and their nonzeros fused (Stage I), split by `threads` over
 /// `blockIdx.x` × `threadIdx.x`.
 pub fn sddmm_fused_nonzeros(threads: i64) -> Schedule {
@@ -155,12 +178,13 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
 
 /// A random schedule of `f1` (Stage I) at Stage III, for differential fuzzing: after
 /// `lower_sparse_iter`, a few random primitives on random loops (split by a small factor,
-/// bind to a block or thread index, parallel, vectorize, unroll, fuse two loops); primitives
+/// bind to a block or thread index, parallel, vectorize, unroll, fuse or reorder two loops,
+/// cache a buffer the block writes or reads in local or shared scope at a loop); primitives
 /// refuse what they cannot prove and leave the IR unchanged, so every outcome is a legal
 /// schedule whose numbers must equal Stage I's. Also returns the instructions tried, for
 /// reproducing. `None` when the program does not lower.
 pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir::Func, Vec<String>)> {
-    use sparsec::ir::{StmtKind, ThreadTag};
+    use sparsec::ir::{Scope, StmtKind, ThreadTag};
     let mut rng = crate::Rng::new(seed);
     let mut sch = Schedule::new(f1.clone()).ok()?;
     sch.lower_sparse_iter().ok()?;
@@ -184,7 +208,19 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
         }
         let k = rng.below(loops.len());
         let lp = loops[k];
-        let what = rng.below(7);
+        // The buffers the block writes and reads, for the caches.
+        let mut regions: [Vec<String>; 2] = Default::default();
+        sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
+            if let StmtKind::Block(blk) = &s.kind {
+                if blk.name == name {
+                    for (i, list) in [&blk.writes, &blk.reads].into_iter().enumerate() {
+                        regions[i].extend(list.iter().filter_map(|r| sch.func().buffers.try_get(r.buffer)).map(|x| x.name.clone()));
+                    }
+                }
+            }
+        });
+        let scope = [Scope::Local, Scope::Shared][rng.below(2)];
+        let what = rng.below(10);
         let ok = match what {
             0 => {
                 let f = [2, 3, 4, 32][rng.below(4)];
@@ -207,6 +243,21 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
             5 => {
                 tried.push(format!("unroll loop {k} of {name}"));
                 sch.unroll(lp).is_ok()
+            }
+            6 | 7 if !regions[what - 6].is_empty() => {
+                let list = &regions[what - 6];
+                let buf = list[rng.below(list.len())].clone();
+                let op = if what == 6 { "cache_write" } else { "cache_read" };
+                tried.push(format!("{op} {buf} of {name} in {} at loop {k}", scope.name()));
+                if what == 6 {
+                    sch.cache_write(b, &buf, scope, lp).is_ok()
+                } else {
+                    sch.cache_read(b, &buf, scope, lp).is_ok()
+                }
+            }
+            8 if k + 1 < loops.len() => {
+                tried.push(format!("reorder loops {k}, {} of {name}", k + 1));
+                sch.reorder(&[loops[k + 1], lp]).is_ok()
             }
             _ if k + 1 < loops.len() => {
                 tried.push(format!("fuse loops {k}, {} of {name}", k + 1));

@@ -90,6 +90,36 @@ fn thread_nests_exchanging_data_are_refused() {
     emit_ptx(&sch.into_func(), "sm_90").unwrap();
 }
 
+/// C accumulated in a register per thread: GPU emulation gives the interpreter's numbers, and
+/// the innermost loop of the PTX stores nothing to global memory. A local cache one loop
+/// further out (shared by the threads of the loop in the IR) is refused.
+#[test]
+fn register_accumulators_are_per_thread() {
+    let mut sch = sparsec_testkit::schedules::csrmm_register_accumulator(false);
+    sch.lower_sparse_buffer().unwrap();
+    let f = sch.into_func();
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let kernel = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+    for (mname, m) in sparsec_testkit::generated_matrices() {
+        let case = sparsec_testkit::workloads::case("csrmm", &m, &mut sparsec_testkit::Rng::new(5)).unwrap();
+        let mut out = case.args.clone();
+        kernel.run(&mut out).unwrap_or_else(|e| panic!("{mname}: {e}"));
+        let got = sparsec_testkit::output_f32(&out, "c");
+        sparsec_testkit::assert_close(&format!("csrmm, register accumulator, emulated, on {mname}"), &got, &case.expected[0].1, 1e-4);
+    }
+    let ptx = emit_ptx(&f, "sm_90").unwrap();
+    let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
+    let inner = loops.iter().map(|l| l.join("\n")).find(|l| l.contains("mul.rn.f32") || l.contains("fma.rn.f32")).unwrap_or_else(|| panic!("no loop multiplies:\n{ptx}"));
+    assert!(!inner.contains("st.global"), "a global store in the innermost loop:\n{inner}");
+    if std::env::var_os("SPARSEC_SHOW_PTX").is_some() {
+        eprintln!("{inner}");
+    }
+    let mut sch = sparsec_testkit::schedules::csrmm_register_accumulator(true);
+    sch.lower_sparse_buffer().unwrap();
+    let e = emit_mlir(&sch.into_func()).unwrap_err().to_string();
+    assert!(e.contains("local buffer `C_local` is allocated outside a thread-bound loop"), "{e}");
+}
+
 /// An update that the units along an unbound thread index would repeat is refused.
 #[test]
 fn updates_repeated_along_unbound_thread_indices_are_refused() {

@@ -48,11 +48,11 @@ impl Schedule {
     pub fn cache_read(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
-        let (site, buf, dims) = self.cache_plan(&g, "cache_read", block, buffer, at, false)?;
+        let (site, buf, dims, guard) = self.cache_plan(&g, "cache_read", block, buffer, at, false)?;
         let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
         let name = Self::unique_block_name(&g, &format!("{}_{}", g.buffers[buf].name, scope.name()));
         let mut fresh = Fresh::at(&g, &site);
-        let copy = Self::build_copy(&mut g, &mut fresh, name.clone(), buf, cache, &dims, true);
+        let copy = Self::build_copy(&mut g, &mut fresh, name.clone(), buf, cache, &dims, guard.as_ref(), true);
         let body = Self::site_body(&mut g, &site, at.id())?;
         redirect(body, buf, cache, &dims);
         body.insert(0, copy);

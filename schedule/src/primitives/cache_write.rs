@@ -47,18 +47,18 @@ impl Schedule {
     pub fn cache_write(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
-        let (site, buf, dims) = self.cache_plan(&g, "cache_write", block, buffer, at, true)?;
+        let (site, buf, dims, guard) = self.cache_plan(&g, "cache_write", block, buffer, at, true)?;
         let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
         let base = format!("{}_{}", g.buffers[buf].name, scope.name());
         let load_name = Self::unique_block_name(&g, &base);
         let mut fresh = Fresh::at(&g, &site);
-        let load = Self::build_copy(&mut g, &mut fresh, load_name.clone(), buf, cache, &dims, true);
+        let load = Self::build_copy(&mut g, &mut fresh, load_name.clone(), buf, cache, &dims, guard.as_ref(), true);
         let store_name = {
             let mut g2 = g.clone();
             g2.body.push(load.clone());
             Self::unique_block_name(&g2, &format!("{base}_writeback"))
         };
-        let store = Self::build_copy(&mut g, &mut fresh, store_name.clone(), buf, cache, &dims, false);
+        let store = Self::build_copy(&mut g, &mut fresh, store_name.clone(), buf, cache, &dims, guard.as_ref(), false);
         let body = Self::site_body(&mut g, &site, at.id())?;
         redirect(body, buf, cache, &dims);
         body.insert(0, load);

@@ -6,6 +6,9 @@ use crate::loops::for_stmt;
 use crate::schedule::{stale, LoopRv, Schedule};
 use crate::tree;
 use serde::{Deserialize, Serialize};
+use sparsec_ir::func::{Block, For, Func, Stmt, StmtKind, VarId};
+use sparsec_ir::injective::Role;
+use sparsec_ir::{Expr, IterKind};
 use std::collections::HashMap;
 
 type Result<T> = std::result::Result<T, ScheduleError>;
@@ -52,6 +55,7 @@ impl Schedule {
                 });
             }
         }
+        Self::check_order_free(&g, &nest, &given)?;
         let mut body = nest[nest.len() - 1].1.body.clone();
         let mut spans = HashMap::new();
         for (p, _) in &nest {
@@ -69,5 +73,74 @@ impl Schedule {
         self.commit(P, g)?;
         self.record(Reorder { loops: order.to_vec() }, vec![]);
         Ok(())
+    }
+
+    /// Refuses a reorder that changes the relative order of two loops (`x` outside `y`
+    /// before, inside after) unless, for every block under the nest, one of them picks the
+    /// block's spatial point (different values: different points, which are independent by
+    /// the iterator kinds), or the block's body only accumulates (`X = X + e`), whose
+    /// iterations commute. Statements outside blocks must only accumulate.
+    fn check_order_free(g: &Func, nest: &[(tree::Path, For)], given: &[(tree::Path, For)]) -> Result<()> {
+        let pos = |list: &[(tree::Path, For)], v: VarId| list.iter().position(|(_, l)| l.var == v).unwrap_or(0);
+        let mut flipped: Vec<(VarId, VarId)> = Vec::new();
+        for (a, (_, x)) in nest.iter().enumerate() {
+            for (_, y) in &nest[a + 1..] {
+                if pos(given, x.var) > pos(given, y.var) {
+                    flipped.push((x.var, y.var));
+                }
+            }
+        }
+        if flipped.is_empty() {
+            return Ok(());
+        }
+        let chain: HashMap<VarId, Expr> = nest.iter().map(|(_, l)| (l.var, l.extent.clone())).collect();
+        let body = &nest[nest.len() - 1].1.body;
+        let (inner, _) = sparsec_passes::scope::bound_inside(body);
+        let role = |v: VarId| match chain.get(&v) {
+            Some(extent) => Role::Free(Some(extent.clone())),
+            None if inner.contains(&v) => Role::Varying,
+            None => Role::Fixed,
+        };
+        let mut result = Ok(());
+        let mut loose = false;
+        visit_blocks(body, &mut |b| {
+            if result.is_err() {
+                return;
+            }
+            let spatial: Vec<Expr> = b.iters.iter().filter(|it| it.kind == IterKind::Spatial).map(|it| it.binding.clone()).collect();
+            let picks = sparsec_ir::injective::determined_by_indices(&spatial, &role);
+            for &(x, y) in &flipped {
+                if !picks.contains(&x) && !picks.contains(&y) && !sparsec_passes::accumulates_only(g, &b.body) {
+                    result = Err(ScheduleError::OrderMatters {
+                        block: b.name.clone(),
+                        outer: Self::var_name(g, x),
+                        inner: Self::var_name(g, y),
+                    });
+                    return;
+                }
+            }
+        }, &mut |_| loose = true);
+        result?;
+        if loose && !sparsec_passes::accumulates_only(g, body) {
+            let (x, y) = flipped[0];
+            return Err(ScheduleError::OrderMatters { block: "(statements outside blocks)".into(), outer: Self::var_name(g, x), inner: Self::var_name(g, y) });
+        }
+        Ok(())
+    }
+}
+
+/// Calls `block` on every block of `list` (outermost only: a block's body is its own) and
+/// `loose` on every store outside all blocks.
+fn visit_blocks(list: &[Stmt], block: &mut impl FnMut(&Block), loose: &mut impl FnMut(&Stmt)) {
+    for s in list {
+        match &s.kind {
+            StmtKind::Block(b) => block(b),
+            StmtKind::Store { .. } | StmtKind::Evaluate(_) => loose(s),
+            _ => {
+                for child in s.kind.child_lists() {
+                    visit_blocks(child, block, loose);
+                }
+            }
+        }
     }
 }
