@@ -179,7 +179,8 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
 /// A random schedule of `f1` (Stage I) at Stage III, for differential fuzzing: after
 /// `lower_sparse_iter`, a few random primitives on random loops (split by a small factor,
 /// bind to a block or thread index, parallel, vectorize, unroll, fuse or reorder two loops,
-/// cache a buffer the block writes or reads in local or shared scope at a loop); primitives
+/// cache a buffer the block writes or reads in local or shared scope at a loop, decompose a
+/// reduction, rfactor, compute a block at another's loop); primitives
 /// refuse what they cannot prove and leave the IR unchanged, so every outcome is a legal
 /// schedule whose numbers must equal Stage I's. Also returns the instructions tried, for
 /// reproducing. `None` when the program does not lower.
@@ -220,7 +221,12 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
             }
         });
         let scope = [Scope::Local, Scope::Shared][rng.below(2)];
-        let what = rng.below(10);
+        let what = rng.below(14);
+        // A loop of another block, for the nest moves.
+        let other = {
+            let o = blocks[rng.below(blocks.len())].clone();
+            sch.get_block(&o).ok().and_then(|ob| sch.get_loops(ob).ok().filter(|l| !l.is_empty()).map(|l| (o, l[rng.below(l.len())])))
+        };
         let ok = match what {
             0 => {
                 let f = [2, 3, 4, 32][rng.below(4)];
@@ -255,6 +261,26 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
                     sch.cache_read(b, &buf, scope, lp).is_ok()
                 }
             }
+            10 => {
+                tried.push(format!("decompose_reduction {name} at loop {k}"));
+                sch.decompose_reduction(b, lp).is_ok()
+            }
+            11 => {
+                tried.push(format!("rfactor loop {k} of {name}"));
+                sch.rfactor(lp, 0).is_ok()
+            }
+            12 | 13 => match other {
+                Some((o, ol)) => {
+                    let op = if what == 12 { "compute_at" } else { "reverse_compute_at" };
+                    tried.push(format!("{op} {name} at a loop of {o}"));
+                    if what == 12 {
+                        sch.compute_at(b, ol).is_ok()
+                    } else {
+                        sch.reverse_compute_at(b, ol).is_ok()
+                    }
+                }
+                None => false,
+            },
             8 if k + 1 < loops.len() => {
                 tried.push(format!("reorder loops {k}, {} of {name}", k + 1));
                 sch.reorder(&[loops[k + 1], lp]).is_ok()
