@@ -374,7 +374,7 @@ impl<'f, G: Gen> Walker<'f, G> {
         let default = buf.default.clone();
         match scope {
             Scope::Global => unsupported(format!(
-                "global buffer `{}` is allocated inside a kernel; allocate it at function level",
+                "global buffer `{}` allocated inside a kernel is not supported; allocate it at function level",
                 buf.name
             )),
             Scope::Local => {

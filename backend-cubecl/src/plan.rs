@@ -256,7 +256,7 @@ fn plan_kernel(func: &Func, name: String, prelude: Vec<Stmt>, stmt: Stmt, global
             Storage::Alloc(Scope::Global) if globals.contains(b) => ArgSource::Global(*b),
             Storage::Alloc(Scope::Global) => {
                 return unsupported(format!(
-                    "global buffer `{}` is allocated inside a kernel; allocate it at function level",
+                    "global buffer `{}` allocated inside a kernel is not supported; allocate it at function level",
                     buf.name
                 ))
             }

@@ -8,7 +8,9 @@
 //! * [`cpu`]: independent outermost loops become `parallel`, and an innermost loop that
 //!   drives only spatial iterators becomes `vectorized`.
 //! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
-//!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`.
+//!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`;
+//!   a row nest in SpMM's shape gets rows on blocks and features on the lanes of a warp,
+//!   accumulating in a register instead (`lanes`).
 //! * [`gpu_sparse`] (Stage I, before [`gpu`]): a sparse iteration whose every store writes
 //!   the element of its own spatial point (`C[i, j]` in sddmm), or that only accumulates
 //!   (`Y[..] = Y[..] + e`, no `init`), gets its first pair of spatial iterators that form a
@@ -63,6 +65,12 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
     }
     for nest in nests(sch.func()) {
         if nest.independent {
+            // Rows over blocks and features over the lanes of a warp where the nest allows.
+            let mut trial = sch.clone();
+            if lanes(&mut trial, &nest).unwrap_or(false) {
+                *sch = trial;
+                continue;
+            }
             let block: BlockRv = sch.get_block(&nest.block)?;
             let loops = sch.get_loops(block)?;
             let outer = if nest.depth > 1 { sch.fuse(&loops[..nest.depth])? } else { loops[0] };
@@ -72,6 +80,90 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Units of a warp: the lanes that share a row in [`lanes`].
+pub const WARP: i64 = 32;
+
+/// GE-SpMM's shape for a row nest (`nest.depth == 1`) whose row loop holds one block, every
+/// block inside which sits in a feature loop (a serial loop driving only spatial iterators,
+/// [`vector_candidates`]) of one common extent: the row loop goes to `blockIdx.x`, each
+/// feature loop is split by [`WARP`] with the inner part on `threadIdx.x` (the same mapping
+/// for every block, so no barrier is needed) and moved outside the loops between it and the
+/// row (the nonzeros), and a block that only accumulates keeps its output in a register
+/// (`cache_write` to local scope at the lane loop). `Ok(false)` when the nest has another
+/// shape, `Err` when a primitive refuses; the caller then keeps the schedule as it was.
+fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
+    if nest.depth != 1 {
+        return Ok(false);
+    }
+    let f = sch.func();
+    let row = f.body.iter().find_map(|s| match &s.kind {
+        StmtKind::For(l) if first_blocks(&l.body).first().is_some_and(|b| b.name == nest.block) => Some(l),
+        _ => None,
+    });
+    let Some(row) = row else { return Ok(false) };
+    let [Stmt { kind: StmtKind::Block(outer), .. }] = row.body.as_slice() else { return Ok(false) };
+    let inner = first_blocks(&outer.body);
+    let mut features: Vec<(String, VarId, Expr, bool)> = Vec::new();
+    let mut reduces = false;
+    walk_stmts(&outer.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            if let [Stmt { kind: StmtKind::Block(b), .. }] = l.body.as_slice() {
+                let no_loops = !contains_loop(&b.body) && b.init.as_deref().is_none_or(|i| !contains_loop(i));
+                if l.kind == sparsec_ir::ForKind::Serial && no_loops && drives_only_spatial(b, l.var) {
+                    let accumulates = sparsec_passes::accumulates_only(f, &b.body) && b.init.is_none();
+                    reduces |= b.iters.iter().any(|it| it.kind == IterKind::Reduce);
+                    features.push((b.name.clone(), l.var, l.extent.clone(), accumulates));
+                }
+            }
+        }
+    });
+    let same_extent = features.windows(2).all(|w| w[0].2 == w[1].2);
+    // A row reduction over features (SpMM's shape); other nests keep the default.
+    if !reduces || features.len() != inner.len() || !same_extent {
+        return Ok(false);
+    }
+    let written: Vec<Vec<String>> = inner
+        .iter()
+        .map(|b| b.writes.iter().filter_map(|r| f.buffers.try_get(r.buffer)).map(|x| x.name.clone()).collect())
+        .collect();
+    let order: Vec<String> = inner.iter().map(|b| b.name.clone()).collect();
+    let b = sch.get_block(&nest.block)?;
+    let row_loop = sch.get_loops(b)?[0];
+    sch.bind(row_loop, ThreadTag::BlockIdxX)?;
+    for (name, var, _, accumulates) in features {
+        let b = sch.get_block(&name)?;
+        let loops = sch.get_loops(b)?;
+        let mut at = None;
+        for (p, &lp) in loops.iter().enumerate() {
+            if sch.loop_var(lp)? == var {
+                at = Some(p);
+            }
+        }
+        let Some(p) = at else { return Ok(false) };
+        let parts = sch.split(loops[p], &[None, Some(WARP)])?;
+        if p > 0 {
+            let mut chain = parts.clone();
+            chain.extend_from_slice(&loops[..p]);
+            sch.reorder(&chain)?;
+        }
+        sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
+        if accumulates && p > 0 {
+            let k = order.iter().position(|n| *n == name).unwrap_or(0);
+            for buf in &written[k] {
+                // Only a one-element cache (a register); otherwise, or where the primitive
+                // refuses, the accumulation stays in memory.
+                let before = sch.clone();
+                let one = sch.cache_write(b, buf, sparsec_ir::Scope::Local, parts[1]).is_ok()
+                    && sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == sparsec_ir::Layout::Dense(vec![Expr::i32(1)]));
+                if !one {
+                    *sch = before;
+                }
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Stage-I part of the GPU default (see the module documentation). Returns whether some

@@ -11,7 +11,7 @@ use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
 use crate::tree::{self, Fresh, Path};
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Block, BlockIter, Buffer, BufferId, For, Func, Layout, Region, Stmt, StmtKind, Storage, VarId};
-use sparsec_ir::{Attrs, AxisKind, ForKind, IterKind, Scope, Span};
+use sparsec_ir::{walk_stmts, Attrs, AxisKind, ForKind, IterKind, Scope, Span};
 use sparsec_passes::build::int;
 use sparsec_passes::scope::{bound_inside, depends_on};
 use std::collections::HashSet;
@@ -142,6 +142,28 @@ fn collect_uses(
             collect_uses(child, b, env, conds, write_conds, u);
         }
     }
+}
+
+/// Whether `e` is a sum of products of non-negative literals and variables of loops that start
+/// at 0 (so it is never negative).
+fn non_negative(g: &Func, e: &Expr) -> bool {
+    let mut from_zero: HashSet<VarId> = HashSet::new();
+    walk_stmts(&g.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            if l.min.as_int() == Some(0) {
+                from_zero.insert(l.var);
+            }
+        }
+    });
+    fn ok(e: &Expr, vars: &HashSet<VarId>) -> bool {
+        match e {
+            Expr::Int(v, _) => *v >= 0,
+            Expr::Var(v) => vars.contains(v),
+            Expr::Binary(BinOp::Add | BinOp::Mul, a, b) => ok(a, vars) && ok(b, vars),
+            _ => false,
+        }
+    }
+    ok(e, &from_zero)
 }
 
 /// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
@@ -428,7 +450,8 @@ impl Schedule {
                         return Ok((site, buf, dims, None));
                     }
                     let dt = g.expr_dtype(binding);
-                    for c in [Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)), Expr::binary(BinOp::Lt, binding.clone(), extent.clone())] {
+                    let low = (!non_negative(g, binding)).then(|| Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)));
+                    for c in low.into_iter().chain([Expr::binary(BinOp::Lt, binding.clone(), extent.clone())]) {
                         let c = sparsec_passes::simplify::simplify_expr(c);
                         if c != Expr::Bool(true) && !within.contains(&c) {
                             within.push(c);
@@ -470,8 +493,20 @@ impl Schedule {
                 reason: "its accesses run under conditions that differ between them or are decided in the body".into(),
             });
         }
-        let mut all: Vec<Expr> = guard.into_iter().collect();
-        all.extend(first.iter().cloned());
+        let mut all: Vec<Expr> = Vec::new();
+        fn split(e: Expr, out: &mut Vec<Expr>) {
+            match e {
+                Expr::Binary(BinOp::And, a, b) => {
+                    split(*a, out);
+                    split(*b, out);
+                }
+                other if !out.contains(&other) => out.push(other),
+                _ => {}
+            }
+        }
+        for c in guard.into_iter().chain(first.iter().cloned()) {
+            split(c, &mut all);
+        }
         Ok(all.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b)))
     }
 

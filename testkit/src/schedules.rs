@@ -66,10 +66,8 @@ pub fn csrmm_init_on_threads(sum_split: i64) -> Schedule {
 /// csrmm with C accumulated in a register: rows over `blockIdx.x`, the features of the init
 /// and of the sum split by 32 over `threadIdx.x`, the sum's features moved outside its
 /// nonzeros, and C cached in `local` scope at the sum's thread-bound loop (one element per
-/// unit, its copies guarded by the block's domain). With `at_chunk` the cache sits one loop
-/// further out instead (a row chunk shared by the units of the thread loop), which GPU
-/// backends must refuse: a local buffer is private to each unit.
-pub fn csrmm_register_accumulator(at_chunk: bool) -> Schedule {
+/// unit, its copies guarded by the block's domain).
+pub fn csrmm_register_accumulator() -> Schedule {
     let mut sch = stage1("csrmm");
     sch.lower_sparse_iter().unwrap();
     let i = loops(&mut sch, "csrmm0")[0];
@@ -82,9 +80,32 @@ pub fn csrmm_register_accumulator(at_chunk: bool) -> Schedule {
     let k0 = sch.split(k0, &[None, Some(32)]).unwrap();
     sch.bind(k0[1], ThreadIdxX).unwrap();
     let b = sch.get_block("csrmm1").unwrap();
-    sch.cache_write(b, "C", sparsec::ir::Scope::Local, if at_chunk { k[0] } else { k[1] }).unwrap();
+    sch.cache_write(b, "C", sparsec::ir::Scope::Local, k[1]).unwrap();
     sch
 }
+
+/// A Stage-III kernel with a `local` buffer allocated outside two thread-bound loops: the
+/// first writes `L[vt]`, the second reads `L[31 - vt]`. The IR means one buffer (the
+/// interpreter computes `B = 2 · reversed A` per block), a GPU gives every unit its own, so
+/// GPU backends must refuse it.
+pub const LOCAL_ACROSS_UNITS: &str = "func l(a: handle, b: handle, n: i32) stage III {
+  buffer A = match_buffer(a, [n * 32], f32)
+  buffer B = match_buffer(b, [n * 32], f32)
+  for bx in blockIdx.x(n) {
+    buffer L = alloc_buffer([32], f32, local)
+    for tx in threadIdx.x(32) {
+      block w(vb: spatial(n) = bx, vt: spatial(32) = tx) {
+        L[vt] = A[vb * 32 + vt]
+      }
+    }
+    for tx2 in threadIdx.x(32) {
+      block r(vb: spatial(n) = bx, vt: spatial(32) = tx2) {
+        B[vb * 32 + vt] = L[31 - vt] * 2.0
+      }
+    }
+  }
+}
+";
 
 /// sddmm: rows and their nonzeros fused (Stage I), split by `threads` over
 /// `blockIdx.x` × `threadIdx.x`.

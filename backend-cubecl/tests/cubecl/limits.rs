@@ -273,19 +273,20 @@ fn thread_nests_exchanging_data_are_synchronised() {
 
 /// C accumulated in a register per unit (`cache_write` to local scope at the thread-bound
 /// loop): the interpreter's numbers, also at feature widths that are not a multiple of 32
-/// (the copies are guarded by the block's domain). The same cache one loop further out would
-/// be one buffer for all units of the loop, which a GPU's private memory is not: refused.
+/// (the copies are guarded by the block's domain). A local buffer that the units of a thread
+/// loop share in the IR is refused: a GPU gives each unit its own.
 #[test]
 fn register_accumulators_are_per_unit() {
-    let prog = compile(&tk::schedules::csrmm_register_accumulator(false).into_func()).unwrap();
+    let prog = compile(&tk::schedules::csrmm_register_accumulator().into_func()).unwrap();
     let client = client();
     for (mname, m) in tk::generated_matrices() {
         let case = tk::workloads::case("csrmm", &m, &mut tk::Rng::new(5)).unwrap();
         let out = prog.run(&client, &case.args).unwrap_or_else(|e| panic!("{mname}: {e}"));
         tk::assert_close(&format!("csrmm, register accumulator, on {mname}"), &tk::output_f32(&out, "c"), &case.expected[0].1, 1e-4);
     }
-    let e = compile(&tk::schedules::csrmm_register_accumulator(true).into_func()).map(drop).unwrap_err().to_string();
-    assert!(e.contains("local buffer `C_local` is allocated outside a thread-bound loop"), "{e}");
+    let f = sparsec_ir::text::parse_func("l", tk::schedules::LOCAL_ACROSS_UNITS).unwrap();
+    let e = compile(&f).map(drop).unwrap_err().to_string();
+    assert!(e.contains("local buffer `L` is allocated outside a thread-bound loop"), "{e}");
 }
 
 /// The default GPU schedule of RGCN binds only the features; the fused relation × row loop

@@ -91,11 +91,11 @@ fn thread_nests_exchanging_data_are_refused() {
 }
 
 /// C accumulated in a register per thread: GPU emulation gives the interpreter's numbers, and
-/// the innermost loop of the PTX stores nothing to global memory. A local cache one loop
-/// further out (shared by the threads of the loop in the IR) is refused.
+/// the innermost loop of the PTX stores nothing to global memory. A local buffer that the
+/// threads of a loop share in the IR is refused.
 #[test]
 fn register_accumulators_are_per_thread() {
-    let mut sch = sparsec_testkit::schedules::csrmm_register_accumulator(false);
+    let mut sch = sparsec_testkit::schedules::csrmm_register_accumulator();
     sch.lower_sparse_buffer().unwrap();
     let f = sch.into_func();
     let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
@@ -114,10 +114,9 @@ fn register_accumulators_are_per_thread() {
     if std::env::var_os("SPARSEC_SHOW_PTX").is_some() {
         eprintln!("{inner}");
     }
-    let mut sch = sparsec_testkit::schedules::csrmm_register_accumulator(true);
-    sch.lower_sparse_buffer().unwrap();
-    let e = emit_mlir(&sch.into_func()).unwrap_err().to_string();
-    assert!(e.contains("local buffer `C_local` is allocated outside a thread-bound loop"), "{e}");
+    let f = sparsec_ir::text::parse_func("l", sparsec_testkit::schedules::LOCAL_ACROSS_UNITS).unwrap();
+    let e = emit_mlir(&f).unwrap_err().to_string();
+    assert!(e.contains("local buffer `L` is allocated outside a thread-bound loop"), "{e}");
 }
 
 /// An update that the units along an unbound thread index would repeat is refused.
