@@ -94,12 +94,26 @@ fn conflict(f: &Func, a: &Stmt, b: &Stmt) -> bool {
         || xb.iter().any(|k| ra.contains(k))
 }
 
-/// Replaces the current run by its fusion (a single kernel stays as it is).
+/// Replaces the current run by its fusion (a single kernel stays as it is). A fusion that
+/// does not verify stays unfused: widening a thread loop can make a block binding that uses
+/// it reach a point twice (`k0 * 32 + k1` with `k1` padded to 64), which the guard prevents
+/// at run time but the verifier cannot see.
 fn flush(f: &Func, run: &mut Vec<Stmt>, out: &mut Vec<Stmt>) -> Result<(), PassError> {
     match run.len() {
         0 => {}
         1 => out.append(run),
-        _ => out.push(fuse(f, std::mem::take(run))?),
+        _ => {
+            let fused = fuse(f, run.clone())?;
+            let mut g = f.clone();
+            g.body = out.clone();
+            g.body.push(fused.clone());
+            if sparsec_ir::verify::verify_func(&g).is_ok() {
+                out.push(fused);
+                run.clear();
+            } else {
+                out.append(run);
+            }
+        }
     }
     Ok(())
 }
