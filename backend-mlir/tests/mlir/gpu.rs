@@ -189,31 +189,15 @@ fn gpu_emulation_runs_the_kernel_translation() {
 }
 
 /// Each thread reads back its own element of a shared buffer (this path emits no barrier, so a
-/// thread may not read another's: the same kernel reading `S[31 - vt]` is refused).
+/// thread may not read another's: the same kernel reading `L[31 - vt]` is refused).
 #[test]
 fn shared_memory_is_a_workgroup_attribution() {
-    let src = r#"
-func sh(a: handle, b: handle, n: i32) stage III {
-  buffer A = match_buffer(a, [n * 32], f32)
-  buffer B = match_buffer(b, [n * 32], f32)
-  for bx in blockIdx.x(n) {
-    buffer S = alloc_buffer([32], f32, shared)
-    for tx in threadIdx.x(32) {
-      block copy(vb: spatial(n) = bx, vt: spatial(32) = tx) {
-        S[vt] = A[vb * 32 + vt]
-      }
-    }
-    for tx2 in threadIdx.x(32) {
-      block flip(vb: spatial(n) = bx, vt: spatial(32) = tx2) {
-        B[vb * 32 + vt] = S[vt] * 2.0
-      }
-    }
-  }
-}
-"#;
-    let f = sparsec_ir::text::parse_func("sh", src).unwrap_or_else(|e| panic!("{e}"));
+    // The testkit's local-scope kernel in shared scope, each thread reading its own element.
+    let flipped_src = sparsec_testkit::schedules::LOCAL_ACROSS_UNITS.replace("local)", "shared)");
+    let src = flipped_src.replace("L[31 - vt]", "L[vt]");
+    let f = sparsec_ir::text::parse_func("l", &src).unwrap_or_else(|e| panic!("{e}"));
     sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
-    let flipped = sparsec_ir::text::parse_func("sh", &src.replace("S[vt] * 2.0", "S[31 - vt] * 2.0")).unwrap();
+    let flipped = sparsec_ir::text::parse_func("l", &flipped_src).unwrap();
     let e = emit_mlir(&flipped).unwrap_err().to_string();
     assert!(e.contains("exchange data through memory"), "{e}");
     let text = emit_mlir(&f).unwrap();
