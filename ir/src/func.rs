@@ -448,6 +448,12 @@ impl Func {
         out
     }
 
+    /// Whether the units of a GPU block share buffer `b`'s memory (a parameter, a global or a
+    /// shared allocation).
+    pub fn shared_by_units(&self, b: BufferId) -> bool {
+        self.buffers.try_get(b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global | Scope::Shared)))
+    }
+
     /// The first buffer that every unit of a GPU launch shares (a parameter or a global
     /// allocation) written in `stmts` by a store or an `atomic_add`.
     pub fn global_write(&self, stmts: &[Stmt]) -> Option<BufferId> {
@@ -510,9 +516,7 @@ pub fn needs_barrier(f: &Func, stmts: &[Stmt]) -> bool {
 /// element another unit writes in `a`, and a barrier must order them. Equal indices mean each
 /// unit only meets its own writes.
 pub fn threads_exchange(f: &Func, a: &Stmt, b: &Stmt) -> bool {
-    let shared = |b: BufferId| {
-        f.buffers.try_get(b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global | Scope::Shared)))
-    };
+    let shared = |b: BufferId| f.shared_by_units(b);
     let mut names = LoopNames::default();
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
     names.accesses(std::slice::from_ref(a), &mut HashMap::new(), &mut Vec::new(), &mut xs);
@@ -632,9 +636,7 @@ pub fn repeated_update(f: &Func, top: &Stmt) -> Option<RepeatedUpdate> {
     if tags.is_empty() {
         return None;
     }
-    let shared = |b: BufferId| {
-        f.buffers.try_get(b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global | Scope::Shared)))
-    };
+    let shared = |b: BufferId| f.shared_by_units(b);
     let storage = |b: BufferId| f.buffers.try_get(b).map(|x| x.storage);
     let update = |s: &Stmt| -> Option<BufferId> {
         let mut hit = None;

@@ -109,13 +109,10 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
     let mut reduces = false;
     walk_stmts(&outer.body, &mut |s| {
         if let StmtKind::For(l) = &s.kind {
-            if let [Stmt { kind: StmtKind::Block(b), .. }] = l.body.as_slice() {
-                let no_loops = !contains_loop(&b.body) && b.init.as_deref().is_none_or(|i| !contains_loop(i));
-                if l.kind == sparsec_ir::ForKind::Serial && no_loops && drives_only_spatial(b, l.var) {
-                    let accumulates = sparsec_passes::accumulates_only(f, &b.body) && b.init.is_none();
-                    reduces |= b.iters.iter().any(|it| it.kind == IterKind::Reduce);
-                    features.push((b.name.clone(), l.var, l.extent.clone(), accumulates));
-                }
+            if let Some(b) = feature_block(l) {
+                let accumulates = sparsec_passes::accumulates_only(f, &b.body) && b.init.is_none();
+                reduces |= b.iters.iter().any(|it| it.kind == IterKind::Reduce);
+                features.push((b.name.clone(), l.var, l.extent.clone(), accumulates));
             }
         }
     });
@@ -440,15 +437,20 @@ fn vector_candidates(f: &Func) -> Vec<(String, VarId)> {
     let mut out = Vec::new();
     walk_stmts(&f.body, &mut |s| {
         if let StmtKind::For(l) = &s.kind {
-            if let [Stmt { kind: StmtKind::Block(b), .. }] = l.body.as_slice() {
-                let no_loops = !contains_loop(&b.body) && b.init.as_deref().is_none_or(|i| !contains_loop(i));
-                if l.kind == sparsec_ir::ForKind::Serial && no_loops && drives_only_spatial(b, l.var) {
-                    out.push((b.name.clone(), l.var));
-                }
+            if let Some(b) = feature_block(l) {
+                out.push((b.name.clone(), l.var));
             }
         }
     });
     out
+}
+
+/// The block of `l` when `l` is a serial loop whose whole body is one loop-free block that it
+/// drives only through spatial iterators (a feature loop).
+fn feature_block(l: &sparsec_ir::For) -> Option<&Block> {
+    let [Stmt { kind: StmtKind::Block(b), .. }] = l.body.as_slice() else { return None };
+    let no_loops = !contains_loop(&b.body) && b.init.as_deref().is_none_or(|i| !contains_loop(i));
+    (l.kind == sparsec_ir::ForKind::Serial && no_loops && drives_only_spatial(b, l.var)).then_some(b)
 }
 
 /// Whether `body` holds a loop at any depth.
