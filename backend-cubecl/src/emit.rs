@@ -143,6 +143,7 @@ impl Gen for TextGen<'_> {
             Intrinsic::Sigmoid => format!("({one} / ({one} + {t}::exp(-{a})))", one = float_lit(1.0, d)),
             Intrinsic::Pow => format!("{t}::powf({a}, {})", args.get(1).cloned().unwrap_or_default()),
             Intrinsic::Floor => format!("{t}::floor({a})"),
+            Intrinsic::Fma => format!("fma({a}, {}, {})", args.get(1).cloned().unwrap_or_default(), args.get(2).cloned().unwrap_or_default()),
             Intrinsic::Ceil => format!("{t}::ceil({a})"),
             Intrinsic::MaxValue(d) => max_lit(d),
             Intrinsic::MinValue(d) => min_lit(d),

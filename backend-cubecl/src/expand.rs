@@ -814,6 +814,13 @@ impl Gen for ExpandGen {
                 let (a, b) = (next()?, next()?);
                 return self.pow(a, b, d);
             }
+            Intrinsic::Fma => match (next()?, next()?, next()?) {
+                (Val::F32(a), Val::F32(b), Val::F32(c)) => Val::F32(fma::expand(s, a, b, c)),
+                (Val::F64(a), Val::F64(b), Val::F64(c)) => Val::F64(fma::expand(s, a, b, c)),
+                (Val::F16(a), Val::F16(b), Val::F16(c)) => Val::F16(fma::expand(s, a, b, c)),
+                (Val::BF16(a), Val::BF16(b), Val::BF16(c)) => Val::BF16(fma::expand(s, a, b, c)),
+                _ => return err("fma takes three operands of one float type"),
+            },
             Intrinsic::MaxValue(d) => match d {
                 DType::I32 => lit(s, i32::MAX),
                 DType::I64 => lit(s, i64::MAX),

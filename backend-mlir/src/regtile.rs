@@ -11,10 +11,10 @@
 //! `k` and of loads that are stride 1 in `k` from storage other than `X`. The translator then
 //! swaps the loops: for each tile of `k` (256-bit vectors, several per tile) it loads
 //! `X` once, accumulates over `j` in registers (`scf.for` iteration arguments) and stores
-//! once. Each element still sums its terms in the original order, so results are identical.
+//! once. A contracted update `X[f(k)] = fma(a, b, X[f(k)])` is tiled the same way. Each element still sums its terms in the original order, so results are identical.
 //! This is CSR SpMM's inner nest (`C[i, k] += A[i, j] * B[J[j], k]`).
 
-use sparsec_ir::{BinOp, Block as IrBlock, BufferId, DType, Expr, For, ForKind, Func, StmtKind, Storage, VarId};
+use sparsec_ir::{BinOp, Block as IrBlock, Intrinsic, BufferId, DType, Expr, For, ForKind, Func, StmtKind, Storage, VarId};
 use std::collections::HashSet;
 
 /// A recognised nest (see the module docs).
@@ -26,16 +26,22 @@ pub(crate) struct Plan<'f> {
     /// The accumulated buffer and its indices.
     pub buffer: BufferId,
     pub indices: &'f [Expr],
-    /// What is added each iteration.
-    pub rhs: &'f Expr,
-    /// Whether the accumulator is the left operand of the `+`.
-    pub acc_left: bool,
+    /// How each iteration updates the accumulator.
+    pub update: Update<'f>,
     /// Element type (f32 or f64).
     pub dtype: DType,
     /// Variables that depend on `k` (the loop variable and block iterators bound to it).
     pub kvars: HashSet<VarId>,
     /// Variables that depend on `j`.
     pub jvars: HashSet<VarId>,
+}
+
+/// How a register-tiled accumulator is updated.
+pub(crate) enum Update<'f> {
+    /// `X + rhs` (`acc_left`) or `rhs + X`.
+    Add { rhs: &'f Expr, acc_left: bool },
+    /// `fma(a, b, X)`.
+    Fma { a: &'f Expr, b: &'f Expr },
 }
 
 impl Plan<'_> {
@@ -125,6 +131,7 @@ fn vectorizable(p: &Plan, func: &Func, e: &Expr) -> bool {
         Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, x, y) => {
             vectorizable(p, func, x) && vectorizable(p, func, y)
         }
+        Expr::Call(Intrinsic::Fma, args) => args.iter().all(|x| vectorizable(p, func, x)),
         _ => false,
     }
 }
@@ -160,11 +167,17 @@ pub(crate) fn plan<'f>(func: &'f Func, j: &'f For) -> Option<Plan<'f>> {
     if !matches!(dtype, DType::F32 | DType::F64) {
         return None;
     }
-    let Expr::Binary(BinOp::Add, x, y) = value else { return None };
     let is_acc = |e: &Expr| matches!(e, Expr::Load(b, idx) if b == buffer && idx == indices);
-    let (rhs, acc_left) = match (is_acc(x), is_acc(y)) {
-        (true, _) => (&**y, true),
-        (_, true) => (&**x, false),
+    let update = match value {
+        Expr::Binary(BinOp::Add, x, y) => match (is_acc(x), is_acc(y)) {
+            (true, _) => Update::Add { rhs: &**y, acc_left: true },
+            (_, true) => Update::Add { rhs: &**x, acc_left: false },
+            _ => return None,
+        },
+        Expr::Call(Intrinsic::Fma, args) => match args.as_slice() {
+            [a, b, acc] if is_acc(acc) => Update::Fma { a, b },
+            _ => return None,
+        },
         _ => return None,
     };
     // Iterators bound to `k` or `j`, in order (a binding only sees earlier iterators).
@@ -182,8 +195,12 @@ pub(crate) fn plan<'f>(func: &'f Func, j: &'f For) -> Option<Plan<'f>> {
         }
     }
     // An iterator needed outside the `j` loop (by the accumulator's index) must not need `j`.
-    let p = Plan { kloop, block, buffer: *buffer, indices, rhs, acc_left, dtype, kvars, jvars };
-    if !contiguous(&p, func, indices, true) || !vectorizable(&p, func, rhs) {
+    let p = Plan { kloop, block, buffer: *buffer, indices, update, dtype, kvars, jvars };
+    let operands_vectorize = match p.update {
+        Update::Add { rhs, .. } => vectorizable(&p, func, rhs),
+        Update::Fma { a, b } => vectorizable(&p, func, a) && vectorizable(&p, func, b),
+    };
+    if !contiguous(&p, func, indices, true) || !operands_vectorize {
         return None;
     }
     Some(p)

@@ -4,7 +4,7 @@
 //! loops and allocations become.
 
 use crate::error::{MlirError, Result};
-use crate::regtile::Plan;
+use crate::regtile::{Plan, Update};
 use melior::ir::attribute::{FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute};
 use melior::ir::operation::{OperationBuilder, OperationLike};
 use melior::ir::r#type::{FunctionType, IntegerType, MemRefType};
@@ -721,6 +721,11 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let y = self.expr(b, &args[1])?;
                 return self.emit1(b, "math.powf", &[x, y], t, &[]);
             }
+            Intrinsic::Fma => {
+                let y = self.expr(b, &args[1])?;
+                let z = self.expr(b, &args[2])?;
+                return self.emit1(b, "math.fma", &[x, y, z], t, &[]);
+            }
             Intrinsic::Sigmoid => {
                 let n = self.emit1(b, "arith.negf", &[x], t, &[])?;
                 let e = self.emit1(b, "math.exp", &[n], t, &[])?;
@@ -1123,9 +1128,18 @@ impl<'c, 'f> Tr<'c, 'f> {
             for i in 0..u {
                 let k = kt(t, jb, i)?;
                 t.bind_k(jb, p, k, true)?;
-                let r = t.vexpr(jb, p, p.rhs, vt, w, mask)?;
-                let (l, rr) = if p.acc_left { (a[1 + i], r) } else { (r, a[1 + i]) };
-                outs.push(t.emit1(jb, "arith.addf", &[l, rr], vt, &[])?);
+                outs.push(match p.update {
+                    Update::Add { rhs, acc_left } => {
+                        let r = t.vexpr(jb, p, rhs, vt, w, mask)?;
+                        let (l, rr) = if acc_left { (a[1 + i], r) } else { (r, a[1 + i]) };
+                        t.emit1(jb, "arith.addf", &[l, rr], vt, &[])?
+                    }
+                    Update::Fma { a: x, b: y } => {
+                        let x = t.vexpr(jb, p, x, vt, w, mask)?;
+                        let y = t.vexpr(jb, p, y, vt, w, mask)?;
+                        t.emit1(jb, "math.fma", &[x, y, a[1 + i]], vt, &[])?
+                    }
+                });
             }
             t.yield_(jb, &outs)
         })?;
@@ -1203,6 +1217,13 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let l = self.vexpr(b, p, x, vt, w, mask)?;
                 let r = self.vexpr(b, p, y, vt, w, mask)?;
                 self.emit1(b, name, &[l, r], vt, &[])
+            }
+            Expr::Call(Intrinsic::Fma, args) => {
+                let mut v = Vec::with_capacity(args.len());
+                for x in args {
+                    v.push(self.vexpr(b, p, x, vt, w, mask)?);
+                }
+                self.emit1(b, "math.fma", &v, vt, &[])
             }
             _ => Err(MlirError::internal("register tile: unexpected expression")),
         }

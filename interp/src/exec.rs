@@ -311,7 +311,7 @@ impl<'f> Machine<'f> {
     }
 
     fn call(&mut self, f: Intrinsic, args: &'f [Expr], span: Span) -> Result<Value> {
-        let mut vals = [Value::Bool(false); 2];
+        let mut vals = [Value::Bool(false); 3];
         if args.len() > vals.len() {
             let message = format!("`{}` takes {} operands, found {}", f.name(), f.arity(), args.len());
             return Err(InterpError::Type { message, span }.into());

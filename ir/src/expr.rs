@@ -115,6 +115,8 @@ pub enum Intrinsic {
     Floor,
     /// Round up.
     Ceil,
+    /// `fma(a, b, c)`: `a * b + c` with one rounding (floats; the `contract` pass writes it).
+    Fma,
     /// Largest finite value of a dtype (`max_value(f32)`); no operands.
     MaxValue(DType),
     /// Smallest finite value of a dtype (`min_value(f32)`); no operands.
@@ -134,6 +136,7 @@ impl Intrinsic {
             Intrinsic::Pow => "pow",
             Intrinsic::Floor => "floor",
             Intrinsic::Ceil => "ceil",
+            Intrinsic::Fma => "fma",
             Intrinsic::MaxValue(_) => "max_value",
             Intrinsic::MinValue(_) => "min_value",
         }
@@ -144,6 +147,7 @@ impl Intrinsic {
         match self {
             Intrinsic::MaxValue(_) | Intrinsic::MinValue(_) => 0,
             Intrinsic::Pow => 2,
+            Intrinsic::Fma => 3,
             _ => 1,
         }
     }
@@ -160,6 +164,7 @@ impl Intrinsic {
             "pow" => Intrinsic::Pow,
             "floor" => Intrinsic::Floor,
             "ceil" => Intrinsic::Ceil,
+            "fma" => Intrinsic::Fma,
             _ => return None,
         })
     }

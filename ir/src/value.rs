@@ -300,6 +300,28 @@ impl Value {
                     y.dtype()
                 )));
             }
+            Intrinsic::Fma => {
+                let (x, y, z) = (args[0], args[1], args[2]);
+                if x.dtype() == y.dtype() && y.dtype() == z.dtype() {
+                    if let (Value::F64(a), Value::F64(b), Value::F64(c)) = (x, y, z) {
+                        return Ok(Value::F64(a.mul_add(b, c)));
+                    }
+                    if let (Value::F32(a), Value::F32(b), Value::F32(c)) = (x, y, z) {
+                        return Ok(Value::F32(a.mul_add(b, c)));
+                    }
+                    if let (Some(a), Some(b), Some(c)) = (x.as_f32(), y.as_f32(), z.as_f32()) {
+                        // f16/bf16: the product is exact in f64; one rounding to the dtype
+                        // but for ties between f64 neighbours.
+                        return Ok(Value::from_f32(x.dtype(), (a as f64).mul_add(b as f64, c as f64) as f32));
+                    }
+                }
+                return Err(ValueError::Type(format!(
+                    "`fma` takes three operands of the same float type, found {}, {} and {}",
+                    x.dtype(),
+                    y.dtype(),
+                    z.dtype()
+                )));
+            }
             _ => {}
         }
         let a = args[0];
@@ -351,7 +373,7 @@ macro_rules! unary_float {
                 Intrinsic::Floor => x.floor(),
                 Intrinsic::Ceil => x.ceil(),
                 // Handled by the caller.
-                Intrinsic::Pow | Intrinsic::MaxValue(_) | Intrinsic::MinValue(_) => x,
+                Intrinsic::Pow | Intrinsic::Fma | Intrinsic::MaxValue(_) | Intrinsic::MinValue(_) => x,
             }
         }
     };

@@ -10,13 +10,16 @@
 //!   `let`s), so every iteration of that loop — every block or thread — updates the same
 //!   element.
 //!
+//! A store into a `local` buffer is never rewritten: each unit has its own copy. For a
+//! `shared` buffer only `threadIdx.*` loops count, since each block has its own.
+//!
 //! Other stores are left alone: an index that only may collide (say through `indices`) needs
 //! the annotation. Run sequentially, `atomic_add` adds exactly like the store it replaces.
 
 use crate::PassError;
-use sparsec_ir::expr::{BinOp, Expr};
+use sparsec_ir::expr::{BinOp, Expr, Intrinsic};
 use sparsec_ir::func::{AttrValue, BufferId, Func, Stmt, StmtKind, VarId};
-use sparsec_ir::{ForKind, Stage};
+use sparsec_ir::{ForKind, Scope, Stage, Storage, ThreadTag};
 use std::collections::HashMap;
 
 /// The annotation that forces atomics in a block.
@@ -33,7 +36,7 @@ pub(crate) fn run(f: sparsec_ir::verify::Verified<'_>) -> Result<Func, PassError
         return Err(PassError::WrongStage { pass: "lower_atomic", expected: Stage::II, found: Stage::I });
     }
     let mut out = f.func().clone();
-    let mut cx = Context::default();
+    let mut cx = Context { storage: out.buffers.iter().map(|(_, b)| b.storage).collect(), ..Context::default() };
     cx.stmts(&mut out.body);
     Ok(out)
 }
@@ -42,7 +45,9 @@ pub(crate) fn run(f: sparsec_ir::verify::Verified<'_>) -> Result<Func, PassError
 /// variables and `let`s, and whether an enclosing block asks for atomics.
 #[derive(Default, Clone)]
 struct Context {
-    threads: Vec<VarId>,
+    /// Where each buffer lives, by index.
+    storage: Vec<Storage>,
+    threads: Vec<(VarId, ThreadTag)>,
     values: HashMap<VarId, Expr>,
     forced: bool,
 }
@@ -61,8 +66,8 @@ impl Context {
             StmtKind::For(l) => {
                 let mut inner = self.clone();
                 let single = l.extent == Expr::Int(1, self_dtype(&l.extent));
-                if matches!(l.kind, ForKind::Thread(_)) && !single {
-                    inner.threads.push(l.var);
+                if let (ForKind::Thread(t), false) = (l.kind, single) {
+                    inner.threads.push((l.var, t));
                 }
                 inner.stmts(&mut l.body);
             }
@@ -86,8 +91,13 @@ impl Context {
             }
             StmtKind::While { body, .. } => self.clone().stmts(body),
             StmtKind::Store { buffer, indices, value } => {
-                if let Some(e) = accumulation(*buffer, indices, value) {
-                    if self.forced || self.shared(indices) {
+                // A local buffer is each unit's own; a shared one is shared by the threads
+                // of a block only.
+                let home = self.storage.get(buffer.index()).copied();
+                let across = |t: &ThreadTag| home != Some(Storage::Alloc(Scope::Shared)) || !t.is_block();
+                let local = home == Some(Storage::Alloc(Scope::Local));
+                if let Some(e) = accumulation(*buffer, indices, value).filter(|_| !local) {
+                    if self.forced || self.shared(indices, across) {
                         s.kind = StmtKind::Evaluate(Expr::AtomicAdd(*buffer, indices.clone(), Box::new(e)));
                     }
                 }
@@ -96,9 +106,10 @@ impl Context {
         }
     }
 
-    /// Whether some thread-bound loop around the store leaves every index unchanged.
-    fn shared(&self, indices: &[Expr]) -> bool {
-        self.threads.iter().any(|t| !indices.iter().any(|e| self.depends(e, *t, 0)))
+    /// Whether some thread-bound loop around the store whose units see the same buffer
+    /// (`across` its tag) leaves every index unchanged.
+    fn shared(&self, indices: &[Expr], across: impl Fn(&ThreadTag) -> bool) -> bool {
+        self.threads.iter().any(|(v, t)| across(t) && !indices.iter().any(|e| self.depends(e, *v, 0)))
     }
 
     /// Whether `e` depends on `v`, looking through block bindings and `let`s.
@@ -125,10 +136,18 @@ fn self_dtype(e: &Expr) -> sparsec_ir::DType {
     }
 }
 
-/// `e` when `value` is `buf[idx] + e` or `e + buf[idx]` and `e` does not read `buf`: the
-/// store `buf[idx] = value` then only adds `e`.
+/// `e` when `value` is `buf[idx] + e` or `e + buf[idx]` (or `fma(a, b, buf[idx])`, then `e`
+/// is `a * b`) and `e` does not read `buf`: the store `buf[idx] = value` then only adds `e`.
 pub fn accumulation(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
-    let Expr::Binary(BinOp::Add, a, b) = value else { return None };
+    let (a, b) = match value {
+        Expr::Binary(BinOp::Add, a, b) => (&**a, &**b),
+        // A contracted `X = X + a * b`.
+        Expr::Call(Intrinsic::Fma, args) => match args.as_slice() {
+            [x, y, acc] => return accumulation(buf, idx, &Expr::binary(BinOp::Add, acc.clone(), Expr::binary(BinOp::Mul, x.clone(), y.clone()))),
+            _ => return None,
+        },
+        _ => return None,
+    };
     let is_self = |x: &Expr| matches!(x, Expr::Load(bb, ii) if *bb == buf && ii.as_slice() == idx);
     let reads_buf = |x: &Expr| {
         let mut r = false;
@@ -136,9 +155,9 @@ pub fn accumulation(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
         r
     };
     if is_self(a) && !reads_buf(b) {
-        Some((**b).clone())
+        Some(b.clone())
     } else if is_self(b) && !reads_buf(a) {
-        Some((**a).clone())
+        Some(a.clone())
     } else {
         None
     }

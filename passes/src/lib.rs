@@ -13,6 +13,7 @@
 
 mod atomic;
 pub mod build;
+mod contract;
 pub mod decompose;
 mod guard;
 mod hfusion;
@@ -28,6 +29,7 @@ pub use decompose::{
     DecomposeError, FormatRewriteRule, IndexMap,
 };
 pub use guard::{insert_checks, insert_checks_with, Fault, Site, SiteKind, FAULT_PARAM};
+pub use contract::contract;
 pub use hfusion::horizontal_fusion;
 pub use lower_buffer::lower_sparse_buffer;
 pub use lower_iter::lower_sparse_iter;
@@ -137,6 +139,13 @@ pub const PASSES: &[Pass] = &[
         output: None,
         about: "runs of independent blockIdx.x kernels become one launch",
         run: hfusion::run,
+    },
+    Pass {
+        name: "contract",
+        input: &[Stage::I, Stage::II, Stage::III],
+        output: None,
+        about: "float a * b + c becomes fma(a, b, c), rounded once",
+        run: contract::run,
     },
     Pass {
         name: "simplify",

@@ -21,6 +21,8 @@
 //!
 //! * [`spread_atomic`] (after [`gpu`]): a serial loop that only adds atomically is bound to
 //!   `blockIdx.y` (or `blockIdx.x` in an unbound nest), so its iterations spread over cubes.
+//! * [`cpu_full`] and [`gpu_full`] end with `contract`: float multiply-adds become `fma`, as
+//!   every optimising C and CUDA compiler does by default.
 //!
 //! Every step goes through the ordinary primitives, so the trace replays the result. These
 //! are the only places that decide where a GPU kernel runs in parallel: backends translate
@@ -230,7 +232,8 @@ fn writes_own_point(it: &sparsec_ir::func::SpIter, kinds: &[IterKind]) -> bool {
 }
 
 /// The whole GPU default on a schedule at any stage: [`gpu_sparse`] and `lower_sparse_iter`
-/// at Stage I, then [`gpu`], then `lower_atomic` when an iteration was annotated. Leaves the
+/// at Stage I, then [`gpu`], then `lower_atomic` when an iteration was annotated, then
+/// [`spread_atomic`] and `contract`. Leaves the
 /// function at Stage II (or III when it started there).
 pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
     let mut atomic = false;
@@ -242,7 +245,8 @@ pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
     if atomic {
         sch.lower_atomic()?;
     }
-    spread_atomic(sch)
+    spread_atomic(sch)?;
+    sch.contract()
 }
 
 /// Spreads serial loops whose iterations only add atomically over cubes (Stage II/III):
@@ -320,12 +324,13 @@ fn atomic_only(f: &Func, body: &[Stmt]) -> bool {
 }
 
 /// The whole CPU default on a schedule at any stage: `lower_sparse_iter` at Stage I, then
-/// [`cpu`]. Leaves the function at Stage II (or III when it started there).
+/// [`cpu`], then `contract`. Leaves the function at Stage II (or III when it started there).
 pub fn cpu_full(sch: &mut Schedule) -> Result<()> {
     if sch.func().stage == Stage::I {
         sch.lower_sparse_iter()?;
     }
-    cpu(sch)
+    cpu(sch)?;
+    sch.contract()
 }
 
 /// `func` (any stage) with the CPU default, lowered to Stage III.

@@ -95,7 +95,7 @@ pub fn nvrtc(name: &str, cuda: &str, chip: &str) -> String {
 /// The innermost loops of a PTX text, each as its instructions (in text order): loops are
 /// found on the control-flow graph of basic blocks (labels, branches, fall-through), as
 /// strongly connected components; a loop is innermost when removing its header leaves no
-/// cycle inside it. LLVM places loop blocks in any order, so text position is not used.
+/// cycle inside it. Every kernel (`.entry`) and function of the module is walked. LLVM places loop blocks in any order, so text position is not used.
 pub fn innermost_loops(ptx: &str) -> Vec<Vec<String>> {
     // Basic blocks: (label, instructions, successors by label index).
     let mut blocks: Vec<Vec<String>> = vec![Vec::new()];
@@ -105,7 +105,17 @@ pub fn innermost_loops(ptx: &str) -> Vec<Vec<String>> {
         blocks.push(Vec::new());
         block_label.push(label);
     };
+    // The first block of each function (every kernel of the module is an entry).
+    let mut entries = vec![0];
     for line in ptx.lines().map(str::trim) {
+        if line.contains(".entry ") || line.contains(".func ") {
+            if !blocks.last().is_some_and(Vec::is_empty) || block_label.last().is_some_and(Option::is_some) {
+                ends.push((None, false));
+                close(&mut blocks, &mut block_label, None);
+            }
+            entries.push(blocks.len() - 1);
+            continue;
+        }
         if line.starts_with('$') && line.ends_with(':') {
             let label = Some(line.trim_end_matches(':').to_string());
             if blocks.last().is_some_and(Vec::is_empty) && block_label.last().is_some_and(Option::is_none) {
@@ -150,9 +160,9 @@ pub fn innermost_loops(ptx: &str) -> Vec<Vec<String>> {
             out
         })
         .collect();
-    // Only blocks reachable from the entry.
+    // Only blocks reachable from an entry.
     let mut reached = vec![false; n];
-    let mut work = vec![0];
+    let mut work = entries;
     while let Some(b) = work.pop() {
         if !std::mem::replace(&mut reached[b], true) {
             work.extend(succ[b].iter().copied());
@@ -289,5 +299,31 @@ mod tests {
         assert_eq!(loops.len(), 1, "{loops:?}");
         let body = loops[0].join("\n");
         assert!(body.contains("ld.global") && body.contains("st.global") && !body.contains("add.s32"), "{body}");
+    }
+
+    #[test]
+    fn innermost_loops_of_every_kernel() {
+        // The second kernel is reached from its own entry, not from the first one's.
+        let ptx = "            .visible .entry k0(
+            )
+            {
+            $L__BB0_1:
+            add.s32 %r1, %r1, 1;
+            @%p1 bra $L__BB0_1;
+            ret;
+            }
+            .visible .entry k1(
+            )
+            {
+            mov.u32 %r1, 0;
+            $L__BB1_1:
+            fma.rn.f32 %f1, %f2, %f3, %f1;
+            @%p1 bra $L__BB1_1;
+            ret;
+            }
+";
+        let loops: Vec<String> = super::innermost_loops(ptx).iter().map(|l| l.join("\n")).collect();
+        assert_eq!(loops.len(), 2, "{loops:?}");
+        assert!(loops.iter().any(|l| l.contains("fma.rn.f32")), "{loops:?}");
     }
 }

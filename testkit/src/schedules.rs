@@ -201,7 +201,7 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
 /// `lower_sparse_iter`, a few random primitives on random loops (split by a small factor,
 /// bind to a block or thread index, parallel, vectorize, unroll, fuse or reorder two loops,
 /// cache a buffer the block writes or reads in local or shared scope at a loop, decompose a
-/// reduction, rfactor, compute a block at another's loop); primitives
+/// reduction, rfactor, compute a block at another's loop, contract multiply-adds); primitives
 /// refuse what they cannot prove and leave the IR unchanged, so every outcome is a legal
 /// schedule whose numbers must equal Stage I's. Also returns the instructions tried, for
 /// reproducing. `None` when the program does not lower.
@@ -242,7 +242,7 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
             }
         });
         let scope = [Scope::Local, Scope::Shared][rng.below(2)];
-        let what = rng.below(14);
+        let what = rng.below(15);
         // A loop of another block, for the nest moves.
         let other = {
             let o = blocks[rng.below(blocks.len())].clone();
@@ -302,6 +302,10 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
                 }
                 None => false,
             },
+            14 => {
+                tried.push("contract".to_string());
+                sch.contract().is_ok()
+            }
             8 if k + 1 < loops.len() => {
                 tried.push(format!("reorder loops {k}, {} of {name}", k + 1));
                 sch.reorder(&[loops[k + 1], lp]).is_ok()

@@ -188,6 +188,9 @@ fn spmm_register_tiles_match_the_interpreter_at_every_width() {
     let f = super::common::cpu_scheduled("csrmm");
     let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
     assert!(text.contains("vector.load") && text.contains("iter_args"), "{text}");
+    // The schedule's `contract` reaches the tiles: vector FMAs, no separate multiply.
+    assert!(text.lines().any(|l| l.contains("math.fma") && l.contains("vector<")), "{text}");
+    assert!(!text.contains("arith.mulf"), "{text}");
     let reference = stage3("csrmm");
     let threaded = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
     let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();

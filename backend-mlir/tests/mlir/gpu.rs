@@ -243,3 +243,19 @@ func wide(y: handle, n: i32) stage III {
     assert!(got.arrays["y"] == want.arrays["y"], "the emulated launch differs from the interpreter");
     assert_eq!(gpu_plan(&f).unwrap().launches[0].grid[1], "min(max(1, n), 65535)");
 }
+
+/// Under the default GPU schedule (which ends with `contract`) the multiply-adds of the
+/// SpMM and SDDMM inner loops are fused: every innermost PTX loop that multiplies floats does
+/// it with `fma.rn.f32`, none with `mul.rn.f32`.
+#[test]
+fn default_gpu_schedule_fuses_multiply_adds() {
+    for name in ["csrmm", "sddmm", "bsrmm", "ellmm", "bmm"] {
+        let ptx = emit_ptx(&gpu_auto(name), "sm_90").unwrap_or_else(|e| panic!("{name}: {e}"));
+        let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
+        let arith: Vec<String> = loops.iter().map(|l| l.join("\n")).filter(|l| l.contains(".f32")).collect();
+        assert!(arith.iter().any(|l| l.contains("fma.rn.f32")), "{name}: no innermost loop fuses:\n{ptx}");
+        for l in &arith {
+            assert!(!l.contains("mul.rn.f32"), "{name}: an unfused multiply in an innermost loop:\n{l}");
+        }
+    }
+}

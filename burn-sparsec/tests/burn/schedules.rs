@@ -29,18 +29,29 @@ fn rows_on_blocks(sch: &mut Schedule, block: &str, row: usize, feat: usize) -> R
     sch.bind(k[1], ThreadIdxX)
 }
 
-/// Row per block; features on threads (init and update).
+/// csrmm's rows on blocks, features on threads (init and update); each thread walks the
+/// row's nonzeros for its feature, accumulating C in a register (GE-SpMM's inner shape).
+fn csrmm_rows(sch: &mut Schedule) -> Result<(), ScheduleError> {
+    let i = loops(sch, "csrmm0")?[0];
+    sch.bind(i, BlockIdxX)?;
+    let b = sch.get_block("csrmm1")?;
+    let jk = sch.get_loops(b)?;
+    let k = sch.split(jk[1], &[None, Some(THREADS)])?;
+    sch.reorder(&[k[0], k[1], jk[0]])?;
+    sch.bind(k[1], ThreadIdxX)?;
+    let k0 = loops(sch, "csrmm_init1")?[0];
+    let k0 = sch.split(k0, &[None, Some(THREADS)])?;
+    sch.bind(k0[1], ThreadIdxX)?;
+    sch.cache_write(b, "C", sparsec_ir::Scope::Local, k[1])?;
+    Ok(())
+}
+
+/// Row per block, features on threads, C in a register, multiply-adds fused.
 pub fn csrmm(dir: &Path) -> R<Schedule> {
     let mut sch = load(dir, "csrmm")?;
     sch.lower_sparse_iter()?;
-    let i = loops(&mut sch, "csrmm0")?[0];
-    sch.bind(i, BlockIdxX)?;
-    let k = loops(&mut sch, "csrmm1")?[1];
-    let k = sch.split(k, &[None, Some(THREADS)])?;
-    sch.bind(k[1], ThreadIdxX)?;
-    let k = loops(&mut sch, "csrmm_init1")?[0];
-    let k = sch.split(k, &[None, Some(THREADS)])?;
-    sch.bind(k[1], ThreadIdxX)?;
+    csrmm_rows(&mut sch)?;
+    sch.contract()?;
     sch.lower_sparse_buffer()?;
     Ok(sch)
 }
@@ -49,15 +60,9 @@ pub fn csrmm(dir: &Path) -> R<Schedule> {
 pub fn csrmm_bias_relu(dir: &Path) -> R<Schedule> {
     let mut sch = load(dir, "csrmm_bias_relu")?;
     sch.lower_sparse_iter()?;
-    let i = loops(&mut sch, "csrmm0")?[0];
-    sch.bind(i, BlockIdxX)?;
-    let k = loops(&mut sch, "csrmm1")?[1];
-    let k = sch.split(k, &[None, Some(THREADS)])?;
-    sch.bind(k[1], ThreadIdxX)?;
-    let k = loops(&mut sch, "csrmm_init1")?[0];
-    let k = sch.split(k, &[None, Some(THREADS)])?;
-    sch.bind(k[1], ThreadIdxX)?;
+    csrmm_rows(&mut sch)?;
     rows_on_blocks(&mut sch, "epilogue0", 0, 1)?;
+    sch.contract()?;
     sch.lower_sparse_buffer()?;
     Ok(sch)
 }
@@ -73,6 +78,7 @@ pub fn sddmm(dir: &Path) -> R<Schedule> {
     let ij = sch.split(ij, &[None, Some(THREADS)])?;
     sch.bind(ij[0], BlockIdxX)?;
     sch.bind(ij[1], ThreadIdxX)?;
+    sch.contract()?;
     sch.lower_sparse_buffer()?;
     Ok(sch)
 }
@@ -97,6 +103,7 @@ pub fn bsrmm(dir: &Path) -> R<Schedule> {
     sch.reorder(&[bi, f[1], j, bj, f[0]])?;
     sch.bind(bi, ThreadIdxY)?;
     sch.bind(f[1], ThreadIdxX)?;
+    sch.contract()?;
     sch.lower_sparse_buffer()?;
     Ok(sch)
 }

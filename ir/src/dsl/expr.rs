@@ -611,6 +611,13 @@ pub fn pow(x: impl Into<E>, y: impl Into<E>) -> E {
     call(Intrinsic::Pow, vec![x, y])
 }
 
+/// `fma(a, b, c)`: `a * b + c` with one rounding; untyped literals take the others' dtype.
+pub fn fma(a: impl Into<E>, b: impl Into<E>, c: impl Into<E>) -> E {
+    let args = [a.into(), b.into(), c.into()];
+    let d = args.iter().find(|x| !x.weak).map_or(DType::F32, |x| x.dtype);
+    call(Intrinsic::Fma, args.into_iter().map(|x| x.typed_as(d).strong()).collect())
+}
+
 /// `max_value(dtype)`: the largest finite value of `dtype`.
 pub fn max_value(dtype: DType) -> E {
     E::new(Expr::Call(Intrinsic::MaxValue(dtype), vec![]), dtype)

@@ -101,7 +101,7 @@ pub use builder::{
 };
 pub use error::DslError;
 pub use expr::{
-    abs, atomic_add, cast, ceil, exp, floor, floordiv, floormod, log, max, max_value, min, min_value, pow, select,
+    abs, atomic_add, cast, ceil, exp, floor, fma, floordiv, floormod, log, max, max_value, min, min_value, pow, select,
     sigmoid, sqrt, tanh, AxisRef, BufferRef, HandleRef, Indices, VarRef, E,
 };
 

@@ -1125,7 +1125,7 @@ impl FuncBuilder {
                 None => {
                     return Err((
                         span,
-                        format!("unknown function `{name}` (known: exp, log, sqrt, abs, tanh, sigmoid, pow, floor, ceil, min, max, select, cast, max_value, min_value, atomic_add)"),
+                        format!("unknown function `{name}` (known: exp, log, sqrt, abs, tanh, sigmoid, pow, floor, ceil, fma, min, max, select, cast, max_value, min_value, atomic_add)"),
                     ))
                 }
             },

@@ -134,16 +134,14 @@ impl<'f> Verifier<'f> {
                 }
             }
             _ => {
-                if let (Intrinsic::Pow, [Some(x), Some(y)]) = (i, types.as_slice()) {
-                    if x != y {
-                        self.err(K::OperandMismatch { op: "pow", lhs: *x, rhs: *y });
-                        return None;
-                    }
+                // Operands of `pow` and `fma` share one dtype.
+                let known: Vec<DType> = types.iter().flatten().copied().collect();
+                if let Some(&y) = known.iter().find(|&&y| y != known[0]) {
+                    self.err(K::OperandMismatch { op: i.name(), lhs: known[0], rhs: y });
+                    return None;
                 }
-                for t in types.iter().flatten() {
-                    if !t.is_float() {
-                        self.err(K::OperandType { op: i.name(), expected: "float", found: *t });
-                    }
+                if let Some(t) = types.iter().flatten().find(|t| !t.is_float()) {
+                    self.err(K::OperandType { op: i.name(), expected: "float", found: *t });
                 }
             }
         }

@@ -122,6 +122,7 @@ primitives! {
     lower_sparse_buffer: LowerSparseBuffer,
     lower_atomic: LowerAtomic,
     horizontal_fusion: HorizontalFusion,
+    contract: Contract,
     get_block: GetBlock,
     get_loops: GetLoops,
     split: Split,
