@@ -27,19 +27,21 @@ def load_matrix(path):
 
 
 def kernel_args(plan, arrays, scalars):
-    """Flattens the calling convention: a buffer is (ptr, ptr, offset, size, stride)."""
+    """Flattens the calling convention: a buffer is (ptr, ptr, offset, size, stride), the
+    last three as integers of the plan's `index_bits`."""
+    idx = np.int32 if plan.get("index_bits", 64) == 32 else np.int64
     args = []
     for p in plan["params"]:
         if p["kind"] == "buffer":
             a = arrays[p["name"]]
-            args += [a, a, np.int64(0), np.int64(a.size), np.int64(1)]
+            args += [a, a, idx(0), idx(a.size), idx(1)]
         else:
             args.append(DTYPES[p["dtype"]](scalars[p["name"]]))
     env = {"max": max, "min": min, **scalars}
     for al in plan["allocs"]:
         n = int(eval(al["len"], {}, env))
         buf = cp.full(max(n, 1), float(eval(al["default"], {}, env)), dtype=DTYPES[al["dtype"]])
-        args += [buf, buf, np.int64(0), np.int64(n), np.int64(1)]
+        args += [buf, buf, idx(0), idx(n), idx(1)]
     return args
 
 

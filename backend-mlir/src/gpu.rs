@@ -62,6 +62,9 @@ pub struct GpuPlan {
     pub allocs: Vec<DeviceAlloc>,
     /// Kernel launches in program order.
     pub launches: Vec<KernelLaunch>,
+    /// Width of the kernels' `index` type, and so of each buffer's offset, size and stride
+    /// parameters ([`index_bits`]).
+    pub index_bits: u32,
 }
 
 impl GpuPlan {
@@ -99,8 +102,9 @@ impl GpuPlan {
             .map(|l| format!("{{\"name\": {}, \"grid\": {}, \"block\": {}}}", q(&l.name), dims(&l.grid), dims(&l.block)))
             .collect();
         format!(
-            "{{\n  \"func\": {},\n  \"params\": [{}],\n  \"allocs\": [{}],\n  \"launches\": [\n    {}\n  ]\n}}\n",
+            "{{\n  \"func\": {},\n  \"index_bits\": {},\n  \"params\": [{}],\n  \"allocs\": [{}],\n  \"launches\": [\n    {}\n  ]\n}}\n",
             q(&self.func),
+            self.index_bits,
             params.join(", "),
             allocs.join(", "),
             launches.join(",\n    ")
@@ -444,7 +448,7 @@ pub fn gpu_plan(func: &Func) -> Result<GpuPlan> {
             block: [dim(&s.dims[3]), dim(&s.dims[4]), dim(&s.dims[5])],
         })
         .collect();
-    Ok(GpuPlan { func: func.name.clone(), params, allocs, launches })
+    Ok(GpuPlan { func: func.name.clone(), params, allocs, launches, index_bits: index_bits(func) })
 }
 
 /// The GPU module of a Stage-III function as MLIR text: a `gpu.module` with one `gpu.func`
@@ -487,19 +491,34 @@ pub fn libdevice() -> Option<String> {
     cuda_root().map(|r| r.join("nvvm/libdevice/libdevice.10.bc").display().to_string())
 }
 
-/// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking [`libdevice`] when found).
-pub fn ptx_pipeline(chip: &str) -> String {
+/// The width of the kernels' `index` type for `func`: 32 when every integer of the function
+/// (variables, buffer elements) is an `i32`, so every index it computes is an `i32` already
+/// and wider arithmetic buys nothing; 64 otherwise. Addresses stay 64-bit (`mul.wide`).
+pub fn index_bits(func: &Func) -> u32 {
+    let wide = func.vars.iter().any(|(_, v)| v.dtype == DType::I64) || func.buffers.iter().any(|(_, b)| b.dtype == DType::I64);
+    if wide {
+        64
+    } else {
+        32
+    }
+}
+
+/// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking [`libdevice`] when found), with
+/// an `index` type of `index_bits` bits on the device.
+pub fn ptx_pipeline(chip: &str, index_bits: u32) -> String {
     let link = libdevice().map_or_else(String::new, |l| format!(" l={l}"));
     format!(
         "builtin.module(nvvm-attach-target{{chip={chip} O=3{link}}}, gpu.module(convert-scf-to-cf, \
-         convert-gpu-to-nvvm, canonicalize, cse, reconcile-unrealized-casts), gpu-module-to-binary{{format=isa}})"
+         convert-gpu-to-nvvm{{index-bitwidth={index_bits}}}, canonicalize, cse, reconcile-unrealized-casts), \
+         gpu-module-to-binary{{format=isa}})"
     )
 }
 
 /// PTX of the kernels of a Stage-III function for an NVIDIA chip (`sm_80`, `sm_90`, ...),
 /// through the NVVM pipeline run in-process; no GPU is needed. Kernel parameters follow
 /// [`crate::signature`], each `memref<?xT>` expanded to five PTX parameters (allocated
-/// pointer, aligned pointer, offset, size, stride), then the function-level allocations.
+/// pointer, aligned pointer, offset, size, stride; the last three of [`index_bits`] bits),
+/// then the function-level allocations.
 pub fn emit_ptx(func: &Func, chip: &str) -> Result<String> {
     // `sm_<version>` with an optional `a`/`f` feature suffix (sm_90a); NVVM knows sm_20 and up.
     let version = chip.strip_prefix("sm_").map(|n| n.strip_suffix(['a', 'f']).unwrap_or(n));
@@ -509,7 +528,7 @@ pub fn emit_ptx(func: &Func, chip: &str) -> Result<String> {
     }
     let ctx = new_context();
     let mut module = gpu_module(&ctx, func)?;
-    run_pipeline(&ctx, &mut module, &ptx_pipeline(chip))?;
+    run_pipeline(&ctx, &mut module, &ptx_pipeline(chip, index_bits(func)))?;
     let text = module.as_operation().to_string();
     let ptx = text
         .lines()

@@ -259,3 +259,21 @@ fn default_gpu_schedule_fuses_multiply_adds() {
         }
     }
 }
+
+/// Kernels index in 32 bits when every integer of the program is an `i32` (the plan says so,
+/// for the launcher), in 64 bits otherwise; SpMM's kernel then has no 64-bit multiply.
+#[test]
+fn index_arithmetic_is_as_wide_as_the_program() {
+    let text = |t: &str| format!("func t(x: handle, n: {t}) stage III {{\n  buffer X = match_buffer(x, [n], f32)\n  for i in blockIdx.x(n) {{\n    X[i] = X[i] * 2.0\n  }}\n}}\n");
+    for (t, bits) in [("i32", 32), ("i64", 64)] {
+        let f = sparsec_ir::text::parse_func("t", &text(t)).unwrap();
+        assert_eq!(sparsec_backend_mlir::index_bits(&f), bits);
+        assert!(gpu_plan(&f).unwrap().to_json().contains(&format!("\"index_bits\": {bits}")));
+        let ptx = emit_ptx(&f, "sm_90").unwrap();
+        // The buffer's offset, size and stride parameters.
+        assert!(ptx.contains(&format!(".param .u{bits} t_kernel0_param_2")), "{t}:\n{ptx}");
+        ptxas("index_width", &ptx, "sm_90");
+    }
+    let ptx = emit_ptx(&gpu_auto("csrmm"), "sm_90").unwrap();
+    assert!(!ptx.contains("mul.lo.s64"), "{ptx}");
+}
