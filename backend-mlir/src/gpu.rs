@@ -460,37 +460,6 @@ pub fn emit_mlir(func: &Func) -> Result<String> {
     Ok(module.as_operation().to_string())
 }
 
-/// The root of a CUDA toolkit holding `nvvm/libdevice/libdevice.10.bc` (and `bin/ptxas`):
-/// `$SPARSEC_CUDA_NVCC` (PyPI's `nvidia-cuda-nvcc-cu12` folder, which `scripts/common.sh`
-/// sets), `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`, then the PyPI package as
-/// `python3` finds it. Looked up once.
-pub fn cuda_root() -> Option<std::path::PathBuf> {
-    static ROOT: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    ROOT.get_or_init(|| {
-        let pip = || {
-            let out = std::process::Command::new("python3")
-                .args(["-c", "import nvidia.cuda_nvcc as m; print(m.__path__[0])"])
-                .output()
-                .ok()?;
-            out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        };
-        let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
-        [env("SPARSEC_CUDA_NVCC"), env("CUDA_HOME"), env("CUDA_PATH"), Some("/usr/local/cuda".into())]
-            .into_iter()
-            .flatten()
-            .chain(std::iter::once_with(pip).flatten())
-            .map(std::path::PathBuf::from)
-            .find(|r| r.join("nvvm/libdevice/libdevice.10.bc").exists())
-    })
-    .clone()
-}
-
-/// CUDA's libdevice under [`cuda_root`]: math calls become libdevice functions that must be
-/// linked into the PTX.
-pub fn libdevice() -> Option<String> {
-    cuda_root().map(|r| r.join("nvvm/libdevice/libdevice.10.bc").display().to_string())
-}
-
 /// The width of the kernels' `index` type for `func`: 32 when every integer of the function
 /// (variables, buffer elements) is an `i32`, so every index it computes is an `i32` already
 /// and wider arithmetic buys nothing; 64 otherwise. Addresses stay 64-bit (`mul.wide`).
@@ -503,10 +472,11 @@ pub fn index_bits(func: &Func) -> u32 {
     }
 }
 
-/// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking [`libdevice`] when found), with
+/// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking `sparsec_nvidia::libdevice`
+/// when found), with
 /// an `index` type of `index_bits` bits on the device.
 pub fn ptx_pipeline(chip: &str, index_bits: u32) -> String {
-    let link = libdevice().map_or_else(String::new, |l| format!(" l={l}"));
+    let link = sparsec_nvidia::libdevice().map_or_else(String::new, |l| format!(" l={}", l.display()));
     format!(
         "builtin.module(nvvm-attach-target{{chip={chip} O=3{link}}}, gpu.module(convert-scf-to-cf, \
          convert-gpu-to-nvvm{{index-bitwidth={index_bits}}}, canonicalize, cse, reconcile-unrealized-casts), \

@@ -57,6 +57,25 @@ enum Cmd {
     },
     /// List the passes: name, stages, what each does.
     Passes,
+    /// Report on the GPU kernels of a program without a GPU: assembles the PTX of the MLIR
+    /// path with NVIDIA's ptxas and prints, per kernel, registers, spills, stack and shared
+    /// memory, and for each innermost loop what one iteration does.
+    GpuReport {
+        /// The .sptir file.
+        file: PathBuf,
+        /// Function to report on (default: every function).
+        #[arg(long)]
+        func: Option<String>,
+        /// A schedule trace (JSON); else `--auto` (default `gpu`).
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// The default schedule to apply when no `--schedule` is given.
+        #[arg(long, value_enum)]
+        auto: Option<backends::Auto>,
+        /// GPU architecture.
+        #[arg(long, default_value = "sm_90")]
+        chip: String,
+    },
     /// Run a function on concrete data: the reference interpreter at any stage, or generated
     /// code (mlir-cpu, cubecl-wgpu, cubecl-cuda) at Stage III.
     Run(run::RunArgs),
@@ -106,6 +125,39 @@ enum Emit {
 mod backends;
 mod run;
 
+/// The `gpu-report` of one function's PTX.
+fn gpu_report(name: &str, ptx: &str, chip: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let reports = sparsec_nvidia::ptxas(name, ptx, chip)?;
+    let mut out = String::new();
+    for (kernel, text) in sparsec_nvidia::entries(ptx) {
+        let r = reports.iter().find(|r| r.name == kernel);
+        let (regs, spills, stack, shared) = r.map_or((0, 0, 0, 0), |r| (r.registers, r.spills, r.stack, r.shared));
+        writeln!(out, "kernel {kernel} ({chip}): {regs} registers, {spills} B spilled, {stack} B stack, {shared} B shared")?;
+        let loops = sparsec_nvidia::innermost_loops(text);
+        if loops.is_empty() {
+            writeln!(out, "  no loop")?;
+        }
+        for (k, l) in loops.iter().enumerate() {
+            let s = sparsec_nvidia::LoopStats::of(l);
+            writeln!(
+                out,
+                "  innermost loop {}: {} instructions; global loads {} ({} non-coherent), stores {}, atomics {}; shared accesses {}; fma {}, unfused float multiplies {}; vector width {}",
+                k + 1,
+                s.instructions,
+                s.global_loads,
+                s.nc_loads,
+                s.global_stores,
+                s.atomics,
+                s.shared_accesses,
+                s.fmas,
+                s.float_muls,
+                s.vector_width
+            )?;
+        }
+    }
+    Ok(out)
+}
+
 fn main() -> ExitCode {
     // Mesa's Vulkan loader prints `error: XDG_RUNTIME_DIR is invalid or not set` on every
     // wgpu run without one; set it before any thread starts.
@@ -149,6 +201,20 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 writeln!(out, "{:<20} {:>9} -> {:<5} {}", p.name, input.join("/"), output, p.about)?;
             }
             writeln!(out, "{:<20} {:>9} -> {:<5} {}", "decompose_format", "I", "same", "moves buffers to new formats by rewrite rules (Rust API; see docs/language.md)")?;
+        }
+        Cmd::GpuReport { file, func, schedule, auto, chip } => {
+            let loaded = driver::load(&file)?;
+            let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
+            let funcs: Vec<_> = match (&func, &trace) {
+                (Some(_), _) | (None, Some(_)) => vec![loaded.func(func.as_deref())?],
+                (None, None) => loaded.module.funcs.iter().collect(),
+            };
+            let plan = backends::plan(trace, auto.or(Some(backends::Auto::Gpu)));
+            for f in funcs {
+                let lowered = backends::stage_iii(f, &plan)?;
+                let ptx = backends::emit(&lowered, Emit::Ptx, &chip)?;
+                out.push_str(&gpu_report(&f.name, &ptx, &chip)?);
+            }
         }
         Cmd::Lower { file, emit, func, schedule, auto, chip, .. } if emit != Emit::Sptir => {
             let loaded = driver::load(&file)?;

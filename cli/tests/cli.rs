@@ -528,3 +528,16 @@ fn run_parses_scalars_by_dtype_and_takes_one_dimensional_files() {
     assert_eq!((y, shape), (sparsec::ir::data::Array::F32(vec![0.5, 1.0, 1.5]), vec![3]));
     fails_with(&["run", p, "--scalar", "n=3", "--scalar", "alpha=half"], &["--scalar alpha=half: scalar `alpha` expects a number (f32), found `half`"]);
 }
+
+#[test]
+fn gpu_report_reads_ptxas_and_the_inner_loops() {
+    let o = sparsec(&["gpu-report", "examples/csrmm.sptir"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("kernel csrmm_kernel0 (sm_90):") && out.contains("0 B spilled"), "{out}");
+    // The default schedule keeps C in a register and fuses the multiply-add.
+    assert!(out.contains("stores 0, atomics 0") && out.contains("fma 1, unfused float multiplies 0"), "{out}");
+    let o = sparsec(&["gpu-report", "examples/csrmm.sptir", "--chip", "sm_xx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("sm_xx") && !stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
