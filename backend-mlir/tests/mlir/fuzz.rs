@@ -1,8 +1,10 @@
 //! Differential fuzzing of the CPU JIT (issue #13): generated Stage-I programs
 //! (`sparsec_testkit::fuzz`) run by the interpreter and by mlir-cpu unscheduled, with the
-//! default CPU schedule, and as GPU kernels (default GPU schedule) emulated on the CPU. The
-//! arguments are first checked against the Stage-I function as the CLI does
-//! (`sparsec_ir::args`): a refusal there is clean; everything else agrees with the
+//! default CPU schedule, and as GPU kernels (default GPU schedule) emulated on the CPU,
+//! through the CLI's one run path (`sparsec::backend::run`): the sparse structure of the
+//! arguments is checked first (a refusal there is clean), and a program whose accesses the
+//! argument checks cannot prove in range runs as `--checked` code, with its own bounds
+//! checks, so that a fault is an error at its statement. Everything else agrees with the
 //! interpreter or fails in every execution. `SPARSEC_FUZZ_CASES` and `SPARSEC_FUZZ_SEED`
 //! change the cases. `tests/fuzz_regressions/*.sptir` are minimised reproducers of fixed
 //! disagreements.
@@ -13,21 +15,51 @@ use sparsec_ir::Func;
 use sparsec_testkit::fuzz::{build_args, generate, parse_reproducer, to_reproducer, ColKind, Data, Outcome, Runner};
 use std::time::{Duration, Instant};
 
-/// The CLI's check of arguments before compiled code runs.
+/// The check of the arguments' sparse structure that no run path skips.
 fn refused(f1: &Func, args: &Args) -> Option<String> {
-    use sparsec_ir::args::{check_accesses, check_structure};
-    check_structure(f1, args).and_then(|()| check_accesses(f1, args)).err().map(|e| e.to_string())
+    sparsec_ir::args::check_structure(f1, args).err().map(|e| e.to_string())
 }
 
-/// Runs `f3` (Stage III) on the JIT with the interpreter's contract (every array back).
+/// Whether the argument checks cannot prove every access in range: `sparsec run` then needs
+/// `--checked`, and so does this fuzzer.
+fn needs_checks(f1: &Func, args: &Args) -> bool {
+    sparsec_ir::args::check_accesses(f1, args).is_err()
+}
+
+/// mlir-cpu (or GPU emulation) as a backend of the run path.
+struct Jit(CpuOptions);
+
+struct JitProgram(CpuKernel);
+
+impl sparsec::backend::Compiled for JitProgram {
+    fn run(&self, args: &Args) -> Result<Args, String> {
+        let mut out = args.clone();
+        self.0.run(&mut out).map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+}
+
+impl sparsec::backend::Backend for Jit {
+    fn name(&self) -> &str {
+        "mlir-cpu"
+    }
+    fn compile(&self, f: &Func) -> Result<Box<dyn sparsec::backend::Compiled>, String> {
+        Ok(Box::new(JitProgram(CpuKernel::compile(f, &self.0).map_err(|e| e.to_string())?)))
+    }
+}
+
+/// Runs `f3` (Stage III, lowered from `f1`) on the JIT through `sparsec::backend::run`,
+/// checked where the arguments alone do not prove the accesses, with the interpreter's
+/// contract (every array back).
 fn jit(f1: &Func, f3: &Func, args: &Args, opts: &CpuOptions) -> Result<Args, String> {
     if let Some(why) = refused(f1, args) {
         return Err(format!("refused: {why}"));
     }
-    let k = CpuKernel::compile(f3, opts).map_err(|e| e.to_string())?;
-    let mut out = args.clone();
-    k.run(&mut out).map_err(|e| e.to_string())?;
-    Ok(out)
+    let text = sparsec_ir::text::print_func(f1);
+    let loaded = sparsec::driver::load_text("fuzz.sptir", text).map_err(|e| e.to_string())?;
+    let f1 = loaded.func(None).map_err(|e| e.to_string())?.clone();
+    let checked = needs_checks(&f1, args);
+    sparsec::backend::run(&Jit(opts.clone()), &loaded, &f1, f3, args, checked).map_err(|e| e.to_string())
 }
 
 /// `f1` under its random schedule (`sparsec_testkit::schedules::random_schedule`) on the JIT.
@@ -38,7 +70,7 @@ fn random_scheduled(f1: &Func, args: &Args, emulate_gpu: bool) -> Result<Args, S
         return sparsec_interp::run(f1, args).map_err(|e| e.to_string());
     };
     match jit(f1, &f, args, &CpuOptions { emulate_gpu, ..CpuOptions::default() }) {
-        Err(e) if e.starts_with("unsupported by the MLIR backend") => sparsec_interp::run(f1, args).map_err(|e| e.to_string()),
+        Err(e) if e.starts_with("mlir-cpu: unsupported by the MLIR backend") => sparsec_interp::run(f1, args).map_err(|e| e.to_string()),
         Err(e) => Err(format!("{e} (schedule: {})", tried.join("; "))),
         Ok(out) => Ok(out),
     }
@@ -69,11 +101,12 @@ fn runner() -> Runner<'static> {
     r
 }
 
-/// Whether the CLI would refuse the inputs of this program (then compiled code never runs).
-fn refused_text(text: &str, cols: &[ColKind], data: &Data) -> bool {
-    let Ok(f1) = sparsec_ir::text::parse_func("fuzz.sptir", text) else { return false };
-    let Ok(args) = build_args(&f1, cols, data) else { return false };
-    refused(&f1, &args).is_some()
+/// Whether the run path refuses the inputs of this program (their sparse structure; then
+/// compiled code never runs), and whether it runs them as `--checked` code.
+fn triage(text: &str, cols: &[ColKind], data: &Data) -> (bool, bool) {
+    let Ok(f1) = sparsec_ir::text::parse_func("fuzz.sptir", text) else { return (false, false) };
+    let Ok(args) = build_args(&f1, cols, data) else { return (false, false) };
+    (refused(&f1, &args).is_some(), needs_checks(&f1, &args))
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -87,7 +120,7 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
     let budget = Duration::from_secs(env_u64("SPARSEC_FUZZ_SECONDS").unwrap_or(75));
     let runner = runner();
     let start = Instant::now();
-    let (mut ran, mut agree, mut all_failed, mut refused, mut other) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut ran, mut agree, mut all_failed, mut refused, mut other, mut checked) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     let mut keys = std::collections::BTreeSet::new();
     std::panic::set_hook(Box::new(|_| {}));
@@ -97,10 +130,12 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
         }
         ran += 1;
         let case = generate(seed);
-        if refused_text(&case.prog.to_sptir(), &case.prog.cols, &case.data) {
+        let (refuse, check) = triage(&case.prog.to_sptir(), &case.prog.cols, &case.data);
+        if refuse {
             refused += 1;
             continue;
         }
+        checked += check as u64;
         match runner.check(&case) {
             Outcome::Agree => agree += 1,
             Outcome::AllFailed(_) => all_failed += 1,
@@ -119,8 +154,8 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
     let _ = std::panic::take_hook();
     println!(
         "mlir fuzz: {ran} cases from seed {first:#x} in {:.1} s, each on 5 configurations: {agree} agree, \
-         {all_failed} fail everywhere, {refused} refused by the argument checks, {other} unsupported/rejected by the \
-         passes, {} failures",
+         {all_failed} fail everywhere, {refused} refused by the structure checks, {other} unsupported/rejected by the \
+         passes ({checked} run as checked code), {} failures",
         start.elapsed().as_secs_f64(),
         failures.len()
     );
@@ -146,7 +181,7 @@ fn fuzz_regressions_agree_on_mlir_cpu() {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         let (cols, data) = parse_reproducer(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let refused = refused_text(&text, &cols, &data);
+        let (refused, _) = triage(&text, &cols, &data);
         match runner.check_text(&text, &cols, &data) {
             Outcome::Agree | Outcome::AllFailed(_) => {}
             Outcome::Failure(why) if refused && why.contains("refused") => {}
