@@ -288,6 +288,11 @@ impl<'f, G: Gen> Walker<'f, G> {
                 if self.is_atomic(*buffer) {
                     return g.atomic_store(r, idx, id, v, d);
                 }
+                if d == DType::Bool {
+                    // An allocated bool buffer is kept as i32 (see `stored`).
+                    let v = g.cast(v, DType::Bool, DType::I32)?;
+                    return g.store(r, idx, id, v, DType::I32);
+                }
                 g.store(r, idx, id, v, d)
             }
             StmtKind::SpIter(_) => unsupported("sparse iterations must be lowered before the CubeCL backend"),
@@ -369,17 +374,18 @@ impl<'f, G: Gen> Walker<'f, G> {
             return unsupported(format!("{} buffer `{}` is too large ({len} elements)", scope.name(), buf.name));
         }
         let len = len.max(1) as usize;
-        let d = buf.dtype;
         let name = crate::plan::sanitize(&buf.name);
         let default = buf.default.clone();
+        let d = buf.dtype;
         match scope {
             Scope::Global => unsupported(format!(
                 "global buffer `{}` allocated inside a kernel is not supported; allocate it at function level",
                 buf.name
             )),
             Scope::Local => {
-                g.alloc(b, &name, len, d, false)?;
+                g.alloc(b, &name, len, stored(d), false)?;
                 let dv = self.default_value(g, default.as_ref(), d)?;
+                let (dv, d) = if d == DType::Bool { (g.cast(dv, d, DType::I32)?, DType::I32) } else { (dv, d) };
                 let zero = g.int(0, DType::I32)?;
                 let n = g.int(len as i64, DType::I32)?;
                 g.for_range(zero, n, DType::I32, &format!("{name}_i"), &mut |g, i| {
@@ -393,8 +399,9 @@ impl<'f, G: Gen> Walker<'f, G> {
                         buf.name
                     ));
                 }
-                g.alloc(b, &name, len, d, true)?;
+                g.alloc(b, &name, len, stored(d), true)?;
                 let dv = self.default_value(g, default.as_ref(), d)?;
+                let (dv, d) = if d == DType::Bool { (g.cast(dv, d, DType::I32)?, DType::I32) } else { (dv, d) };
                 // Cooperative fill: unit u fills u, u + units, ...
                 let start = g.unit_pos()?;
                 let step = g.cube_units()?;
@@ -678,6 +685,10 @@ impl<'f, G: Gen> Walker<'f, G> {
                 if self.is_atomic(*b) {
                     return g.atomic_load(r, i, id, d);
                 }
+                if d == DType::Bool {
+                    let x = g.load(r, i, id, DType::I32)?;
+                    return g.cast(x, DType::I32, DType::Bool);
+                }
                 g.load(r, i, id, d)
             }
             Expr::AtomicAdd(b, idx, v) => {
@@ -746,6 +757,16 @@ fn guard_domain<G: Gen>(g: &mut G, f: Intrinsic, vals: &[G::V], d: DType) -> Res
         _ => return Ok(()),
     };
     g.report_nonfinite(cond)
+}
+
+/// The element type an allocated buffer of dtype `d` is kept in: GPU arrays hold no bool, so
+/// a bool buffer (the checks of `--checked` code keep conditions in one) is an i32 one, 0 or 1.
+fn stored(d: DType) -> DType {
+    if d == DType::Bool {
+        DType::I32
+    } else {
+        d
+    }
 }
 
 fn zero<G: Gen>(g: &mut G, d: DType) -> Result<G::V> {

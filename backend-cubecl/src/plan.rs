@@ -113,7 +113,8 @@ pub fn plan(func: &Func) -> Result<ProgramPlan, PlanError> {
     }
     let mut param_dtypes: Vec<Option<DType>> = vec![None; func.params.len()];
     for (_, b) in func.buffers.iter() {
-        if b.dtype == DType::Bool {
+        // An allocated bool buffer is kept as i32 (`lower::stored`); a parameter cannot be.
+        if b.dtype == DType::Bool && matches!(b.storage, Storage::Param(_)) {
             return unsupported(format!("buffer `{}` holds bool, which GPU buffers cannot hold; use i32", b.name));
         }
         match b.storage {

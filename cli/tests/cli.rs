@@ -409,7 +409,7 @@ fn compiled_backends_refuse_accesses_they_cannot_prove() {
     assert_eq!(stdout(&o).lines().next(), stdout(&checked).lines().next());
     // Out of range for real: the checked run reports the access instead of running it.
     let file = d.join("minus_one.sptir").display().to_string();
-    for backend in ["interp", "mlir-cpu"] {
+    for backend in ["interp", "mlir-cpu", "cubecl-wgpu"] {
         let o = sparsec(&["run", &file, "--matrix", &mat, "--feat", "8", "--backend", backend, "--checked"]);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(1), "{backend}: {err}");

@@ -1,6 +1,9 @@
 //! Random Stage-I programs (`sparsec_testkit::fuzz`) run on wgpu, unscheduled (one unit per
-//! nest), with the GPU default schedule and with a random schedule, against the interpreter. Arguments the Stage-I checks refuse, and runs refused at launch (lavapipe's
-//! loop limit, division by zero), are clean refusals; anything else that differs fails.
+//! nest), with the GPU default schedule and with a random schedule, against the interpreter,
+//! through the CLI's run path (`sparsec::backend::run`): a program whose accesses the
+//! argument checks cannot prove in range runs as `--checked` code. Runs refused at launch
+//! (lavapipe's loop limit, division by zero) are clean refusals; anything else that differs
+//! fails.
 //! `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed.
 
 use super::common::client;
@@ -46,11 +49,35 @@ const REGRESSIONS: &[(u64, bool)] = &[
     (7306666, false),
 ];
 
-/// Runs `f3` (lowered from `f1`) on wgpu after the argument checks `sparsec run` applies:
-/// the structure (by the program) and the accesses of the Stage-I program.
+/// wgpu as a backend of the run path.
+struct Wgpu(cubecl::client::Client);
+
+struct WgpuProgram(sparsec_backend_cubecl::CompiledProgram, cubecl::client::Client);
+
+impl sparsec::backend::Compiled for WgpuProgram {
+    fn run(&self, args: &Args) -> Result<Args, String> {
+        self.0.run(&self.1, args).map_err(|e| e.to_string())
+    }
+}
+
+impl sparsec::backend::Backend for Wgpu {
+    fn name(&self) -> &str {
+        "cubecl-wgpu"
+    }
+    fn compile(&self, f: &Func) -> Result<Box<dyn sparsec::backend::Compiled>, String> {
+        Ok(Box::new(WgpuProgram(compile(f).map_err(|e| e.to_string())?, self.0.clone())))
+    }
+}
+
+/// Runs `f3` (lowered from `f1`) on wgpu as `sparsec run` does: after the Stage-I checks of
+/// the arguments, or as `--checked` code where they cannot prove the accesses in range.
 fn run_checked(f3: &Func, f1: &Func, client: &cubecl::client::Client, args: &Args) -> Result<Args, String> {
-    sparsec_ir::args::check_accesses(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
-    compile(f3).and_then(|p| p.run(client, args)).map_err(|e| e.to_string())
+    let loaded = sparsec::driver::load_text("fuzz.sptir", sparsec_ir::text::print_func(f1)).map_err(|e| e.to_string())?;
+    let f1 = loaded.func(None).map_err(|e| e.to_string())?.clone();
+    // The structure first: malformed index arrays are refused whatever the mode.
+    sparsec_ir::args::check_structure(&f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
+    let checked = sparsec_ir::args::check_accesses(&f1, args).is_err();
+    sparsec::backend::run(&Wgpu(client.clone()), &loaded, &f1, f3, args, checked).map_err(|e| e.to_string())
 }
 
 /// The interpreter's stages and wgpu, unscheduled and with the GPU default schedule.

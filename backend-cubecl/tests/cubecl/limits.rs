@@ -350,3 +350,35 @@ fn updates_repeated_along_unbound_thread_indices_are_refused() {
     let out = sparsec_interp::run(sch.func(), &case.args).unwrap();
     tk::assert_close("interp", &tk::output_f32(&out, "c"), &case.expected[0].1, 1e-5);
 }
+
+/// `--checked` code keeps conditions in bool locals (a `while` whose condition loads, the
+/// right operand of `&&`): CubeCL keeps them as i32 and gives the interpreter's numbers; an
+/// out-of-range access is reported in the fault array instead of run.
+#[test]
+fn checked_code_with_bool_locals_runs() {
+    let f = parse(
+        "func w(a: handle, b: handle, n: i32) stage III {
+  buffer A = match_buffer(a, [n], i32)
+  buffer B = match_buffer(b, [n], i32)
+  for i in serial(n) {
+    buffer K = alloc_buffer([1], i32, local)
+    K[0] = i
+    while K[0] < n && A[K[0]] > 0 {
+      K[0] = K[0] + 1
+    }
+    B[i] = K[0] + A[i + 1 - 1]
+  }
+}
+",
+    );
+    let (g, sites) = sparsec::passes::insert_checks(&f).unwrap();
+    assert!(g.buffers.iter().any(|(_, b)| b.dtype == sparsec_ir::DType::Bool), "no bool local to test");
+    let mut args = Args::new();
+    args.array("a", Array::I32(vec![1, 0, 2, 3])).array("b", Array::I32(vec![0; 4])).int("n", 4);
+    args.array(sparsec::passes::FAULT_PARAM, Array::I64(vec![0; 3]));
+    let want = sparsec_interp::run(&g, &args).unwrap();
+    let got = compile(&g).and_then(|p| p.run(&client(), &args)).unwrap();
+    assert_eq!(got.arrays["b"], want.arrays["b"]);
+    let Array::I64(fault) = &got.arrays[sparsec::passes::FAULT_PARAM] else { panic!("no fault array") };
+    assert!(sparsec::passes::Fault::decode(&sites, fault).is_none(), "{fault:?}");
+}
