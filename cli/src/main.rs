@@ -37,16 +37,8 @@ enum Cmd {
         /// Output form.
         #[arg(long, value_enum, default_value = "sptir")]
         emit: Emit,
-        /// Function to lower (default: every function).
-        #[arg(long)]
-        func: Option<String>,
-        /// A schedule trace (JSON) to apply before and while lowering.
-        #[arg(long)]
-        schedule: Option<PathBuf>,
-        /// Applies the default CPU or GPU schedule when no `--schedule` is given (GPU code
-        /// gets `gpu` unless another is named).
-        #[arg(long, value_enum)]
-        auto: Option<backends::Auto>,
+        #[command(flatten)]
+        target: Target,
         /// GPU architecture for `--emit ptx`.
         #[arg(long, default_value = "sm_80")]
         chip: String,
@@ -63,15 +55,8 @@ enum Cmd {
     GpuReport {
         /// The .sptir file.
         file: PathBuf,
-        /// Function to report on (default: every function).
-        #[arg(long)]
-        func: Option<String>,
-        /// A schedule trace (JSON); else `--auto` (default `gpu`).
-        #[arg(long)]
-        schedule: Option<PathBuf>,
-        /// The default schedule to apply when no `--schedule` is given.
-        #[arg(long, value_enum)]
-        auto: Option<backends::Auto>,
+        #[command(flatten)]
+        target: Target,
         /// GPU architecture.
         #[arg(long, default_value = "sm_90")]
         chip: String,
@@ -79,6 +64,34 @@ enum Cmd {
     /// Run a function on concrete data: the reference interpreter at any stage, or generated
     /// code (mlir-cpu, cubecl-wgpu, cubecl-cuda) at Stage III.
     Run(run::RunArgs),
+}
+
+/// Which functions of a file, and how they are scheduled (`lower`, `gpu-report`).
+#[derive(clap::Args)]
+struct Target {
+    /// Function to take (default: every function; the only one with `--schedule`).
+    #[arg(long)]
+    func: Option<String>,
+    /// A schedule trace (JSON) to apply before and while lowering.
+    #[arg(long)]
+    schedule: Option<PathBuf>,
+    /// Applies the default CPU or GPU schedule when no `--schedule` is given (GPU code
+    /// gets `gpu` unless another is named).
+    #[arg(long, value_enum)]
+    auto: Option<backends::Auto>,
+}
+
+impl Target {
+    /// The functions of `loaded` it names and the plan that lowers them (`auto` when neither
+    /// a trace nor `--auto` is given).
+    fn resolve<'m>(&self, loaded: &'m driver::Loaded, auto: Option<backends::Auto>) -> Result<(Vec<&'m sparsec::ir::Func>, driver::Plan), DriverError> {
+        let trace = self.schedule.as_deref().map(driver::read_trace).transpose()?;
+        let funcs = match (&self.func, &trace) {
+            (Some(_), _) | (None, Some(_)) => vec![loaded.func(self.func.as_deref())?],
+            (None, None) => loaded.module.funcs.iter().collect(),
+        };
+        Ok((funcs, backends::plan(trace, self.auto.or(auto))))
+    }
 }
 
 /// `--stage` values.
@@ -202,43 +215,27 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             }
             writeln!(out, "{:<20} {:>9} -> {:<5} {}", "decompose_format", "I", "same", "moves buffers to new formats by rewrite rules (Rust API; see docs/language.md)")?;
         }
-        Cmd::GpuReport { file, func, schedule, auto, chip } => {
+        Cmd::GpuReport { file, target, chip } => {
             let loaded = driver::load(&file)?;
-            let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
-            let funcs: Vec<_> = match (&func, &trace) {
-                (Some(_), _) | (None, Some(_)) => vec![loaded.func(func.as_deref())?],
-                (None, None) => loaded.module.funcs.iter().collect(),
-            };
-            let plan = backends::plan(trace, auto.or(Some(backends::Auto::Gpu)));
+            let (funcs, plan) = target.resolve(&loaded, Some(backends::Auto::Gpu))?;
             for f in funcs {
                 let lowered = backends::stage_iii(f, &plan)?;
                 let ptx = backends::emit(&lowered, Emit::Ptx, &chip)?;
                 out.push_str(&gpu_report(&f.name, &ptx, &chip)?);
             }
         }
-        Cmd::Lower { file, emit, func, schedule, auto, chip, .. } if emit != Emit::Sptir => {
+        Cmd::Lower { file, emit, target, chip, .. } if emit != Emit::Sptir => {
             let loaded = driver::load(&file)?;
-            let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
-            let funcs: Vec<_> = match &func {
-                Some(_) => vec![loaded.func(func.as_deref())?],
-                None if trace.is_some() => vec![loaded.func(None)?],
-                None => loaded.module.funcs.iter().collect(),
-            };
             // GPU code is scheduled: by the trace, else `--auto`, else the GPU default.
-            let plan = backends::plan(trace, auto.or(Some(backends::Auto::Gpu)));
+            let (funcs, plan) = target.resolve(&loaded, Some(backends::Auto::Gpu))?;
             for f in funcs {
                 let lowered = backends::stage_iii(f, &plan)?;
                 out.push_str(&backends::emit(&lowered, emit, &chip)?);
             }
         }
-        Cmd::Lower { file, stage, func, schedule, auto, print_after, .. } => {
+        Cmd::Lower { file, stage, target, print_after, .. } => {
             let loaded = driver::load(&file)?;
-            let trace = schedule.as_deref().map(driver::read_trace).transpose()?;
-            let funcs: Vec<_> = match (&func, &trace) {
-                (Some(_), _) | (None, Some(_)) => vec![loaded.func(func.as_deref())?],
-                (None, None) => loaded.module.funcs.iter().collect(),
-            };
-            let plan = backends::plan(trace, auto);
+            let (funcs, plan) = target.resolve(&loaded, None)?;
             for f in funcs {
                 if !print_after.is_empty() {
                     let mut ran = Vec::new();
