@@ -110,11 +110,14 @@ fn random_scheduled(f1: &sparsec::ir::Func, _: &sparsec::ir::Func, args: &sparse
     }
 }
 
-/// Minimised reproducers of fixed bugs: every stage agrees (or every stage fails).
+/// Minimised reproducers of fixed bugs: every stage, the checked Stage III and the random
+/// schedule agree (or every one fails).
 #[test]
 fn fuzz_regressions_agree_across_stages() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz_regressions");
-    let runner = Runner::default();
+    let mut runner = Runner::default();
+    runner.backends.push(("checked Stage III".into(), Box::new(checked_stage3)));
+    runner.staged_backends.push(("interp (random schedule)".into(), Box::new(random_scheduled)));
     let mut ran = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
