@@ -146,16 +146,18 @@ fn gpu_report(name: &str, ptx: &str, chip: &str) -> Result<String, Box<dyn std::
         let r = reports.iter().find(|r| r.name == kernel);
         let (regs, spills, stack, shared) = r.map_or((0, 0, 0, 0), |r| (r.registers, r.spills, r.stack, r.shared));
         writeln!(out, "kernel {kernel} ({chip}): {regs} registers, {spills} B spilled, {stack} B stack, {shared} B shared")?;
-        let loops = sparsec_nvidia::innermost_loops(text);
+        let mut loops: Vec<(String, Vec<String>)> =
+            sparsec_nvidia::innermost_loops(text).into_iter().enumerate().map(|(k, l)| (format!("innermost loop {}", k + 1), l)).collect();
         if loops.is_empty() {
-            writeln!(out, "  no loop")?;
+            // A kernel without loops: what one unit does.
+            let body = text.lines().map(str::trim).filter(|l| l.ends_with(';') && !l.starts_with('.') && !l.starts_with("//"));
+            loops.push(("no loop; the whole kernel".to_string(), body.map(str::to_string).collect()));
         }
-        for (k, l) in loops.iter().enumerate() {
+        for (what, l) in &loops {
             let s = sparsec_nvidia::LoopStats::of(l);
             writeln!(
                 out,
-                "  innermost loop {}: {} instructions; global loads {} ({} non-coherent), stores {}, atomics {}; shared accesses {}; fma {}, unfused float multiplies {}; vector width {}",
-                k + 1,
+                "  {what}: {} instructions; global loads {} ({} non-coherent), stores {}, atomics {}; shared accesses {}; fma {}, unfused float multiplies {}; vector width {}",
                 s.instructions,
                 s.global_loads,
                 s.nc_loads,
