@@ -473,8 +473,7 @@ pub fn index_bits(func: &Func) -> u32 {
 }
 
 /// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking `sparsec_nvidia::libdevice`
-/// when found), with
-/// an `index` type of `index_bits` bits on the device.
+/// when found), with an `index` type of `index_bits` bits on the device.
 pub fn ptx_pipeline(chip: &str, index_bits: u32) -> String {
     let link = sparsec_nvidia::libdevice().map_or_else(String::new, |l| format!(" l={}", l.display()));
     format!(

@@ -11,10 +11,11 @@
 //! `k` and of loads that are stride 1 in `k` from storage other than `X`. The translator then
 //! swaps the loops: for each tile of `k` (256-bit vectors, several per tile) it loads
 //! `X` once, accumulates over `j` in registers (`scf.for` iteration arguments) and stores
-//! once. A contracted update `X[f(k)] = fma(a, b, X[f(k)])` is tiled the same way. Each element still sums its terms in the original order, so results are identical.
+//! once. A contracted update `X[f(k)] = fma(a, b, X[f(k)])` is tiled the same way. Each
+//! element still sums its terms in the original order, so results are identical.
 //! This is CSR SpMM's inner nest (`C[i, k] += A[i, j] * B[J[j], k]`).
 
-use sparsec_ir::{BinOp, Block as IrBlock, Intrinsic, BufferId, DType, Expr, For, ForKind, Func, StmtKind, Storage, VarId};
+use sparsec_ir::{BinOp, Block as IrBlock, BufferId, DType, Expr, For, ForKind, Func, Intrinsic, StmtKind, Storage, VarId};
 use std::collections::HashSet;
 
 /// A recognised nest (see the module docs).

@@ -139,27 +139,21 @@ fn self_dtype(e: &Expr) -> sparsec_ir::DType {
 /// `e` when `value` is `buf[idx] + e` or `e + buf[idx]` (or `fma(a, b, buf[idx])`, then `e`
 /// is `a * b`) and `e` does not read `buf`: the store `buf[idx] = value` then only adds `e`.
 pub fn accumulation(buf: BufferId, idx: &[Expr], value: &Expr) -> Option<Expr> {
-    let (a, b) = match value {
-        Expr::Binary(BinOp::Add, a, b) => (&**a, &**b),
-        // A contracted `X = X + a * b`.
-        Expr::Call(Intrinsic::Fma, args) => match args.as_slice() {
-            [x, y, acc] => return accumulation(buf, idx, &Expr::binary(BinOp::Add, acc.clone(), Expr::binary(BinOp::Mul, x.clone(), y.clone()))),
-            _ => return None,
-        },
-        _ => return None,
-    };
     let is_self = |x: &Expr| matches!(x, Expr::Load(bb, ii) if *bb == buf && ii.as_slice() == idx);
     let reads_buf = |x: &Expr| {
         let mut r = false;
         x.walk(&mut |y| r |= matches!(y, Expr::Load(bb, _) | Expr::AtomicAdd(bb, _, _) if *bb == buf));
         r
     };
-    if is_self(a) && !reads_buf(b) {
-        Some(b.clone())
-    } else if is_self(b) && !reads_buf(a) {
-        Some(a.clone())
-    } else {
-        None
+    match value {
+        Expr::Binary(BinOp::Add, a, b) if is_self(a) && !reads_buf(b) => Some((**b).clone()),
+        Expr::Binary(BinOp::Add, a, b) if is_self(b) && !reads_buf(a) => Some((**a).clone()),
+        // A contracted `X = X + a * b`.
+        Expr::Call(Intrinsic::Fma, args) => match args.as_slice() {
+            [a, b, acc] if is_self(acc) && !reads_buf(a) && !reads_buf(b) => Some(Expr::binary(BinOp::Mul, a.clone(), b.clone())),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

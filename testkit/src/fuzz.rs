@@ -955,6 +955,18 @@ fn i32s(v: impl IntoIterator<Item = usize>) -> Array {
     Array::I32(v.into_iter().map(|x| x as i32).collect())
 }
 
+/// Runs `f3`, lowered from `f1`, on `backend` as `sparsec run` does (`sparsec::backend::run`,
+/// with `f1` as the loaded file): as `--checked` code where the argument checks cannot prove
+/// `f1`'s accesses in range. Returns whether it ran checked, and the result.
+pub fn run_as_cli(backend: &dyn sparsec::backend::Backend, f1: &Func, f3: &Func, args: &Args) -> (bool, Result<Args, String>) {
+    let loaded = match sparsec::driver::load_text("fuzz.sptir", sparsec::ir::text::print_func(f1)) {
+        Ok(l) => l,
+        Err(e) => return (false, Err(e.to_string())),
+    };
+    let checked = sparsec::ir::args::check_accesses(f1, args).is_err();
+    (checked, sparsec::backend::run(backend, &loaded, f1, f3, args, checked).map_err(|e| e.to_string()))
+}
+
 /// The arguments of `func` (the parsed program of `case`): index arrays and scalars from the
 /// data, every buffer parameter filled with random values of the right length.
 pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, String> {

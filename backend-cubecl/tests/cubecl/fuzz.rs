@@ -10,7 +10,7 @@ use super::common::client;
 use sparsec_backend_cubecl::{compile, CubeclError};
 use sparsec_ir::data::Args;
 use sparsec_ir::Func;
-use sparsec_testkit::fuzz::{generate_with, parse_reproducer, to_reproducer, GenOptions, Outcome, Runner};
+use sparsec_testkit::fuzz::{generate_with, parse_reproducer, run_as_cli, to_reproducer, GenOptions, Outcome, Runner};
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
@@ -69,15 +69,11 @@ impl sparsec::backend::Backend for Wgpu {
     }
 }
 
-/// Runs `f3` (lowered from `f1`) on wgpu as `sparsec run` does: after the Stage-I checks of
-/// the arguments, or as `--checked` code where they cannot prove the accesses in range.
+/// Runs `f3` (lowered from `f1`) on wgpu as `sparsec run` does (`fuzz::run_as_cli`); the
+/// structure of the arguments is refused first, with CubeCL's message.
 fn run_checked(f3: &Func, f1: &Func, client: &cubecl::client::Client, args: &Args) -> Result<Args, String> {
-    let loaded = sparsec::driver::load_text("fuzz.sptir", sparsec_ir::text::print_func(f1)).map_err(|e| e.to_string())?;
-    let f1 = loaded.func(None).map_err(|e| e.to_string())?.clone();
-    // The structure first: malformed index arrays are refused whatever the mode.
-    sparsec_ir::args::check_structure(&f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
-    let checked = sparsec_ir::args::check_accesses(&f1, args).is_err();
-    sparsec::backend::run(&Wgpu(client.clone()), &loaded, &f1, f3, args, checked).map_err(|e| e.to_string())
+    sparsec_ir::args::check_structure(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
+    run_as_cli(&Wgpu(client.clone()), f1, f3, args).1
 }
 
 /// The interpreter's stages and wgpu, unscheduled and with the GPU default schedule.

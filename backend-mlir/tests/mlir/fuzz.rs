@@ -12,18 +12,12 @@
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
 use sparsec_ir::data::Args;
 use sparsec_ir::Func;
-use sparsec_testkit::fuzz::{build_args, generate, parse_reproducer, to_reproducer, ColKind, Data, Outcome, Runner};
+use sparsec_testkit::fuzz::{build_args, generate, parse_reproducer, run_as_cli, to_reproducer, ColKind, Data, Outcome, Runner};
 use std::time::{Duration, Instant};
 
 /// The check of the arguments' sparse structure that no run path skips.
 fn refused(f1: &Func, args: &Args) -> Option<String> {
     sparsec_ir::args::check_structure(f1, args).err().map(|e| e.to_string())
-}
-
-/// Whether the argument checks cannot prove every access in range: `sparsec run` then needs
-/// `--checked`, and so does this fuzzer.
-fn needs_checks(f1: &Func, args: &Args) -> bool {
-    sparsec_ir::args::check_accesses(f1, args).is_err()
 }
 
 /// mlir-cpu (or GPU emulation) as a backend of the run path.
@@ -48,23 +42,18 @@ impl sparsec::backend::Backend for Jit {
     }
 }
 
-/// Runs `f3` (Stage III, lowered from `f1`) on the JIT through `sparsec::backend::run`,
-/// checked where the arguments alone do not prove the accesses, with the interpreter's
-/// contract (every array back).
+/// Runs `f3` (Stage III, lowered from `f1`) on the JIT as `sparsec run` does
+/// (`fuzz::run_as_cli`), with the interpreter's contract (every array back).
 fn jit(f1: &Func, f3: &Func, args: &Args, opts: &CpuOptions) -> Result<Args, String> {
     if let Some(why) = refused(f1, args) {
         return Err(format!("refused: {why}"));
     }
-    let text = sparsec_ir::text::print_func(f1);
-    let loaded = sparsec::driver::load_text("fuzz.sptir", text).map_err(|e| e.to_string())?;
-    let f1 = loaded.func(None).map_err(|e| e.to_string())?.clone();
-    let checked = needs_checks(&f1, args);
-    match sparsec::backend::run(&Jit(opts.clone()), &loaded, &f1, f3, args, checked).map_err(|e| e.to_string()) {
+    match run_as_cli(&Jit(opts.clone()), f1, f3, args) {
         // The GPU path refuses checked kernels whose nests all record into the one fault
         // array (an exchange between thread nests that needs a barrier): a clean refusal of
         // `--checked` there, not compared; the interpreter's result stands in.
-        Err(e) if checked && e.contains("unsupported by the MLIR backend") => sparsec_interp::run(&f1, args).map_err(|e| e.to_string()),
-        r => r,
+        (true, Err(e)) if e.contains("unsupported by the MLIR backend") => sparsec_interp::run(f1, args).map_err(|e| e.to_string()),
+        (_, r) => r,
     }
 }
 
@@ -112,7 +101,8 @@ fn runner() -> Runner<'static> {
 fn triage(text: &str, cols: &[ColKind], data: &Data) -> (bool, bool) {
     let Ok(f1) = sparsec_ir::text::parse_func("fuzz.sptir", text) else { return (false, false) };
     let Ok(args) = build_args(&f1, cols, data) else { return (false, false) };
-    (refused(&f1, &args).is_some(), needs_checks(&f1, &args))
+    // Unproven accesses: `run_as_cli` runs them as `--checked` code.
+    (refused(&f1, &args).is_some(), sparsec_ir::args::check_accesses(&f1, &args).is_err())
 }
 
 fn env_u64(name: &str) -> Option<u64> {
