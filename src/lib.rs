@@ -10,7 +10,8 @@
 //! * [`schedule`] — schedule primitives and replayable traces;
 //! * [`backend`] — the backend contract and the one path every run takes;
 //! * [`driver`] — loading, lowering and binding programs;
-//! * [`npy`] — NumPy `.npy` array files.
+//! * [`npy`] — NumPy `.npy` array files;
+//! * [`estimate`] — an estimate of a GPU kernel's time from its memory-access trace.
 
 pub use sparsec_formats as formats;
 pub use sparsec_interp as interp;
@@ -20,4 +21,5 @@ pub use sparsec_schedule as schedule;
 
 pub mod backend;
 pub mod driver;
+pub mod estimate;
 pub mod npy;

@@ -150,8 +150,8 @@ pub struct Walker<'f, G: Gen> {
     vars: HashMap<VarId, G::V>,
     /// Whether `blockIdx.x` reads the linear cube position (grid spilled into y).
     pub spill_x: bool,
-    /// Variables whose value may differ between the units of a cube.
-    nonuniform_vars: Vec<VarId>,
+    /// Which variables may differ between the units of a cube.
+    uniformity: sparsec_ir::sync::Uniformity,
     /// Element counts of allocations whose shape depends on scalar parameters, fixed at launch.
     pub alloc_sizes: HashMap<BufferId, usize>,
 }
@@ -179,7 +179,7 @@ fn const_int(e: &Expr) -> Option<i64> {
 impl<'f, G: Gen> Walker<'f, G> {
     /// A walker over one kernel of `func`.
     pub fn new(func: &'f Func, plan: &'f KernelPlan) -> Self {
-        Walker { func, plan, vars: HashMap::new(), spill_x: false, nonuniform_vars: Vec::new(), alloc_sizes: HashMap::new() }
+        Walker { func, plan, vars: HashMap::new(), spill_x: false, uniformity: sparsec_ir::sync::Uniformity::new(func), alloc_sizes: HashMap::new() }
     }
 
     /// Generates the kernel body.
@@ -215,9 +215,7 @@ impl<'f, G: Gen> Walker<'f, G> {
         let v = f.var;
         let name = self.var_name(v);
         let body = f.body.clone();
-        if !uniform {
-            self.nonuniform_vars.push(v);
-        }
+        self.uniformity.bind(v, uniform);
         let r = g.if_else(
             cond,
             &mut |g| {
@@ -228,9 +226,7 @@ impl<'f, G: Gen> Walker<'f, G> {
             },
             None,
         );
-        if !uniform {
-            self.nonuniform_vars.pop();
-        }
+        self.uniformity.unbind(v);
         r
     }
 
@@ -247,16 +243,12 @@ impl<'f, G: Gen> Walker<'f, G> {
         // Statements every unit runs redundantly (a serial init) beside thread-bound loops,
         // or thread-bound nests that exchange data through memory: a storage barrier between
         // them, which only control flow that every unit of the cube takes may hold.
-        let mixed = sparsec_ir::needs_barrier(self.func, stmts);
-        if mixed && !uniform {
-            return unsupported(
-                "statements of a kernel that exchange data through memory under control flow that differs between \
-                 the units of a cube are not supported: no barrier may order them there; map the nests to the same units",
-            );
-        }
+        let plan = sparsec_ir::sync::list_sync(self.func, stmts, uniform, self.plan.uses_shared)
+            .or_else(|e| unsupported(e.to_string()))?;
         for s in stmts {
-            let sync = uniform && (self.plan.uses_shared || mixed) && sparsec_ir::has_thread_loop(s);
-            let barrier = |g: &mut G| if mixed { g.sync_storage() } else { g.sync() };
+            let sync = plan.fences(s);
+            let storage = matches!(plan, sparsec_ir::sync::ListSync::AroundThreadNests { storage: true });
+            let barrier = |g: &mut G| if storage { g.sync_storage() } else { g.sync() };
             if sync {
                 barrier(g)?;
             }
@@ -270,13 +262,7 @@ impl<'f, G: Gen> Walker<'f, G> {
     }
 
     fn uses_nonuniform(&self, e: &Expr) -> bool {
-        let mut hit = false;
-        e.walk(&mut |x| match x {
-            Expr::Var(v) => hit |= self.nonuniform_vars.contains(v),
-            Expr::Load(..) | Expr::AtomicAdd(..) => hit = true,
-            _ => {}
-        });
-        hit
+        !self.uniformity.expr(self.func, e)
     }
 
     fn stmt(&mut self, g: &mut G, s: &Stmt, uniform: bool) -> Result<()> {
@@ -332,9 +318,7 @@ impl<'f, G: Gen> Walker<'f, G> {
                 let d = self.dtype_of_var(*var);
                 let name = self.var_name(*var);
                 let v = g.bind(v, &name, d)?;
-                if self.uses_nonuniform(value) {
-                    self.nonuniform_vars.push(*var);
-                }
+                self.uniformity.bind(*var, !self.uses_nonuniform(value));
                 self.vars.insert(*var, v);
                 Ok(())
             }
@@ -443,7 +427,7 @@ impl<'f, G: Gen> Walker<'f, G> {
                 let b = if t == ThreadTag::BlockIdxX && self.spill_x { Builtin::CubePos } else { Builtin::Tag(t) };
                 let pos = g.builtin(b, d)?;
                 // A block index is the same for every unit of a cube.
-                let inner_uniform = uniform && t.is_block() && !self.uses_nonuniform(&f.min) && !self.uses_nonuniform(&f.extent);
+                let inner_uniform = uniform && self.uniformity.loop_body(self.func, f.kind, &f.min, &f.extent);
                 self.bound_loop(g, f, pos, d, inner_uniform)
             }
             ForKind::Serial | ForKind::Parallel | ForKind::Vectorized | ForKind::Unrolled => {
@@ -452,7 +436,7 @@ impl<'f, G: Gen> Walker<'f, G> {
                 let ext = self.expr(g, &f.extent)?;
                 let ext = self.coerce(g, ext, self.func.expr_dtype(&f.extent), d)?;
                 let end = g.binary(BinOp::Add, min.clone(), ext, d)?;
-                let inner_uniform = uniform && !self.uses_nonuniform(&f.min) && !self.uses_nonuniform(&f.extent);
+                let inner_uniform = uniform && self.uniformity.loop_body(self.func, f.kind, &f.min, &f.extent);
                 let v = f.var;
                 let name = self.var_name(v);
                 let body = f.body.clone();
@@ -515,9 +499,7 @@ impl<'f, G: Gen> Walker<'f, G> {
             if it.kind == IterKind::Reduce {
                 reduce_vals.push((v.clone(), d));
             }
-            if self.uses_nonuniform(&it.binding) {
-                self.nonuniform_vars.push(it.var);
-            }
+            self.uniformity.bind(it.var, !self.uses_nonuniform(&it.binding));
             bound.push((it.var, v));
         }
         for (var, v) in bound {

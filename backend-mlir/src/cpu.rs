@@ -104,8 +104,26 @@ pub(crate) fn cpu_module<'c>(ctx: &'c Context, func: &Func, opts: &CpuOptions) -
 
 /// Serial loops over the grid (blocks outside, threads inside), then the kernel body
 /// translated for the GPU with the loop variables as ids.
+///
+/// A kernel with barriers (`sparsec_ir::sync::has_barriers`) is emulated in phases: loops over
+/// the blocks only, and each thread-bound loop runs all the block's units in turn before the
+/// statement after it, which orders them as the barriers do.
 fn emulate<'c, 'f>(t: &mut Tr<'c, 'f>, b: &Block<'c>, spec: &KernelSpec<'f>, sizes: &[Val<'c>], ids: &mut Vec<Val<'c>>) -> Result<()> {
-    let Some((&n, rest)) = sizes.split_first() else {
+    let phased = sparsec_ir::sync::has_barriers(t.func, spec.stmts);
+    let grid = if phased { &sizes[..sizes.len().min(3)] } else { sizes };
+    emulate_grid(t, b, spec, grid, &sizes[grid.len()..], phased, ids)
+}
+
+fn emulate_grid<'c, 'f>(
+    t: &mut Tr<'c, 'f>,
+    b: &Block<'c>,
+    spec: &KernelSpec<'f>,
+    grid: &[Val<'c>],
+    units: &[Val<'c>],
+    phased: bool,
+    ids: &mut Vec<Val<'c>>,
+) -> Result<()> {
+    let Some((&n, rest)) = grid.split_first() else {
         let mut tids = [None; 6];
         for (slot, id) in tids.iter_mut().zip(ids.iter()) {
             *slot = Some(*id);
@@ -115,7 +133,11 @@ fn emulate<'c, 'f>(t: &mut Tr<'c, 'f>, b: &Block<'c>, spec: &KernelSpec<'f>, siz
         t.emulated = true;
         t.set_gpu_ids(tids);
         t.set_entry(b);
+        t.sync = Some(crate::translate::KernelSync::new(t.func, spec.stmts, phased));
+        t.phase_units = [units.first().copied(), units.get(1).copied(), units.get(2).copied()];
         let r = t.stmts(b, spec.stmts);
+        t.sync = None;
+        t.phase_units = [None; 3];
         t.target = saved;
         return r;
     };
@@ -124,7 +146,7 @@ fn emulate<'c, 'f>(t: &mut Tr<'c, 'f>, b: &Block<'c>, spec: &KernelSpec<'f>, siz
     let it = t.index();
     let region = t.region(&[it], |t, blk, iv| {
         ids.push(iv[0]);
-        let r = emulate(t, blk, spec, rest, ids);
+        let r = emulate_grid(t, blk, spec, rest, units, phased, ids);
         ids.pop();
         r?;
         t.emit(blk, "scf.yield", &[], &[], &[]).map(drop)

@@ -170,57 +170,22 @@ fn collect_dims<'f>(func: &'f Func, list: &'f [Stmt], active: &mut Vec<ThreadTag
 
 pub(crate) fn kernel_specs(func: &Func) -> Result<Vec<KernelSpec<'_>>> {
     let mut out = Vec::new();
-    let mut unbound_from: Option<usize> = None;
-    for (i, s) in func.body.iter().enumerate() {
+    for r in sparsec_ir::kernel_ranges(func) {
+        let stmts = &func.body[r];
         let mut dims: [Vec<&Expr>; 6] = Default::default();
-        collect_dims(func, std::slice::from_ref(s), &mut Vec::new(), &mut dims)?;
-        if dims.iter().all(Vec::is_empty) {
-            unbound_from.get_or_insert(i);
-            continue;
+        collect_dims(func, stmts, &mut Vec::new(), &mut dims)?;
+        if !dims.iter().all(Vec::is_empty) {
+            let s = &stmts[0];
+            if let Some(r) = sparsec_ir::repeated_update(func, s) {
+                return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
+            }
+            if let Some(r) = sparsec_ir::scope_across_units(func, s) {
+                return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
+            }
         }
-        if let Some(from) = unbound_from.take() {
-            out.push(KernelSpec { stmts: &func.body[from..i], dims: Default::default() });
-        }
-        if let Some(r) = sparsec_ir::repeated_update(func, s) {
-            return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
-        }
-        if let Some(r) = sparsec_ir::scope_across_units(func, s) {
-            return Err(MlirError::unsupported(format!("kernel {} is not supported: {r}", out.len())));
-        }
-        needs_no_barrier(func, std::slice::from_ref(s))?;
-        out.push(KernelSpec { stmts: &func.body[i..=i], dims });
-    }
-    if let Some(from) = unbound_from {
-        out.push(KernelSpec { stmts: &func.body[from..], dims: Default::default() });
+        out.push(KernelSpec { stmts, dims });
     }
     Ok(out)
-}
-
-/// Refuses a kernel whose units would need a barrier between two statements
-/// (`ir::needs_barrier`): a statement outside thread-bound loops writes global memory beside
-/// one holding such a loop, or two thread-bound nests exchange data through memory with
-/// different thread mappings. This path emits no barrier (CubeCL's does).
-fn needs_no_barrier(func: &Func, stmts: &[Stmt]) -> Result<()> {
-    if sparsec_ir::writes_beside_thread_loops(func, stmts) {
-        return Err(MlirError::unsupported(
-            "a kernel statement outside its thread-bound loops writes global memory beside them: every \
-             thread would repeat it unordered with the others' work, and the MLIR GPU path emits no barrier; \
-             bind that statement's loops to the same threads, or run it on cubecl",
-        ));
-    }
-    if sparsec_ir::needs_barrier(func, stmts) {
-        return Err(MlirError::unsupported(
-            "two thread-bound nests of a kernel exchange data through memory (a thread reads or writes \
-             an element another thread wrote in the first): that needs a barrier, which the MLIR GPU path \
-             does not emit; map both nests' loops to the same threads, or run it on cubecl",
-        ));
-    }
-    for s in stmts {
-        for list in s.kind.child_lists() {
-            needs_no_barrier(func, list)?;
-        }
-    }
-    Ok(())
 }
 
 /// Buffers allocated once per call (function-level `alloc_buffer`).
@@ -309,6 +274,7 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>
             }
             t.set_gpu_ids(ids);
             t.set_entry(b);
+            t.sync = Some(crate::translate::KernelSync::new(func, spec.stmts, false));
             bind_params(t, func, &args)?;
             for (j, &buf) in allocs.iter().enumerate() {
                 t.bind_buf(buf, args[param_count + j]);

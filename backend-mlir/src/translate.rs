@@ -55,6 +55,11 @@ pub(crate) struct Tr<'c, 'f> {
     pub workgroup: usize,
     /// GPU code emulated on the CPU: no workgroup memory.
     pub emulated: bool,
+    /// GPU: the kernel's barriers (see `sparsec_ir::sync`); `None` on the CPU.
+    pub sync: Option<KernelSync>,
+    /// Phased GPU emulation: the number of units along `threadIdx.x`/`y`/`z`; each
+    /// thread-bound loop runs them in turn.
+    pub phase_units: [Option<Val<'c>>; 3],
     /// Depth of enclosing `scf.parallel` loops.
     par_depth: usize,
     /// Loads read once before the enclosing loops (see `hoist`).
@@ -63,6 +68,31 @@ pub(crate) struct Tr<'c, 'f> {
     var_index: Vec<Option<Val<'c>>>,
     /// Defining expressions of block iterators and `let`s.
     var_def: Vec<Option<Expr>>,
+}
+
+/// The barrier state of a GPU kernel being translated.
+pub(crate) struct KernelSync {
+    /// Whether control flow here is the same in every unit of the block.
+    pub uniform: bool,
+    /// Which variables differ between units.
+    pub uniformity: sparsec_ir::sync::Uniformity,
+    /// Whether the kernel allocates shared memory.
+    pub shared: bool,
+    /// Emulation runs each thread-bound loop over all its units in turn, which orders them
+    /// as the barriers would: no barrier is emitted.
+    pub phased: bool,
+}
+
+impl KernelSync {
+    /// The state at the start of the kernel made of `stmts`.
+    pub fn new(func: &Func, stmts: &[Stmt], phased: bool) -> Self {
+        KernelSync {
+            uniform: true,
+            uniformity: sparsec_ir::sync::Uniformity::new(func),
+            shared: sparsec_ir::sync::uses_shared(func, stmts),
+            phased,
+        }
+    }
 }
 
 fn width(d: DType) -> u32 {
@@ -93,6 +123,8 @@ impl<'c, 'f> Tr<'c, 'f> {
             entry: None,
             workgroup: 0,
             emulated: false,
+            sync: None,
+            phase_units: [None; 3],
             par_depth: 0,
             hoisted: Vec::new(),
             var_index: vec![None; func.vars.len()],
@@ -752,10 +784,22 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     fn stmts_inner(&mut self, b: &Block<'c>, list: &'f [Stmt]) -> Result<()> {
         let mut heap = Vec::new();
+        let fences = match &self.sync {
+            Some(k) => sparsec_ir::sync::list_sync(self.func, list, k.uniform, k.shared)
+                .map_err(|e| MlirError::unsupported(e.to_string()))?,
+            None => sparsec_ir::sync::ListSync::None,
+        };
+        let barrier = fences != sparsec_ir::sync::ListSync::None && self.sync.as_ref().is_some_and(|k| !k.phased);
         let mut i = 0;
         while i < list.len() {
             let s = &list[i];
             i += 1;
+            if barrier && fences.fences(s) {
+                self.emit(b, "gpu.barrier", &[], &[], &[])?;
+                self.stmt(b, s)?;
+                self.emit(b, "gpu.barrier", &[], &[], &[])?;
+                continue;
+            }
             if let StmtKind::Alloc(buf) = &s.kind {
                 if let Some(m) = self.alloc_stmt(b, *buf)? {
                     heap.push(m);
@@ -854,7 +898,8 @@ impl<'c, 'f> Tr<'c, 'f> {
             self.bind_buf(buf, m);
             return Ok(Some(m));
         };
-        if scope == Scope::Shared && self.target == Target::Gpu {
+        let phased = self.sync.as_ref().is_some_and(|k| k.phased);
+        if scope == Scope::Shared && self.target == Target::Gpu && !phased {
             if self.emulated {
                 return Err(MlirError::unsupported(format!("shared buffer `{}` in GPU emulation", decl.name)));
             }
@@ -893,16 +938,21 @@ impl<'c, 'f> Tr<'c, 'f> {
             StmtKind::Block(blk) => self.block(b, blk),
             StmtKind::If { cond, then_body, else_body } => {
                 let c = self.expr(b, cond)?;
-                let r1 = self.region(&[], |t, blk, _| {
-                    t.stmts(blk, then_body)?;
-                    t.yield_(blk, &[])
+                let u = self.is_uniform(cond);
+                let r1 = self.narrowed(u, |t| {
+                    t.region(&[], |t, blk, _| {
+                        t.stmts(blk, then_body)?;
+                        t.yield_(blk, &[])
+                    })
                 })?;
                 let r2 = if else_body.is_empty() {
                     Region::new()
                 } else {
-                    self.region(&[], |t, blk, _| {
-                        t.stmts(blk, else_body)?;
-                        t.yield_(blk, &[])
+                    self.narrowed(u, |t| {
+                        t.region(&[], |t, blk, _| {
+                            t.stmts(blk, else_body)?;
+                            t.yield_(blk, &[])
+                        })
                     })?
                 };
                 b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r1, r2])?);
@@ -913,9 +963,12 @@ impl<'c, 'f> Tr<'c, 'f> {
                     let c = t.expr(blk, cond)?;
                     t.emit(blk, "scf.condition", &[c], &[], &[]).map(drop)
                 })?;
-                let after = self.region(&[], |t, blk, _| {
-                    t.stmts(blk, body)?;
-                    t.yield_(blk, &[])
+                let u = self.is_uniform(cond);
+                let after = self.narrowed(u, |t| {
+                    t.region(&[], |t, blk, _| {
+                        t.stmts(blk, body)?;
+                        t.yield_(blk, &[])
+                    })
                 })?;
                 b.append_operation(self.build("scf.while", &[], &[], &[], vec![before, after])?);
                 Ok(())
@@ -925,6 +978,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                 if let Some(slot) = self.var_def.get_mut(var.index()) {
                     *slot = Some(value.clone());
                 }
+                self.bind_uniform(*var, value);
                 self.bind_var(*var, v);
                 Ok(())
             }
@@ -933,9 +987,46 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
     }
 
+    /// Whether `e` is the same in every unit of a GPU block (always on the CPU).
+    fn is_uniform(&self, e: &Expr) -> bool {
+        self.sync.as_ref().is_none_or(|k| k.uniformity.expr(self.func, e))
+    }
+
+    /// Records whether `var`, bound to `value`, is the same in every unit of a GPU block.
+    fn bind_uniform(&mut self, var: sparsec_ir::VarId, value: &Expr) {
+        let u = self.is_uniform(value);
+        if let Some(k) = &mut self.sync {
+            k.uniformity.bind(var, u);
+        }
+    }
+
+    /// Runs `f` where control flow is uniform only if it was and `also` holds.
+    fn narrowed<R>(&mut self, also: bool, f: impl FnOnce(&mut Self) -> R) -> R {
+        let saved = self.sync.as_ref().map(|k| k.uniform);
+        if let Some(k) = &mut self.sync {
+            k.uniform &= also;
+        }
+        let r = f(self);
+        if let (Some(k), Some(u)) = (&mut self.sync, saved) {
+            k.uniform = u;
+        }
+        r
+    }
+
     /// A loop; `init` is a statement just before it whose constant starts its register tiles
     /// (`regtile::init_of`), run here only when the loop has no iteration.
     fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
+        let Some(k) = &mut self.sync else { return self.for_loop_inner(b, f, init) };
+        let u = k.uniformity.loop_body(self.func, f.kind, &f.min, &f.extent);
+        k.uniformity.bind(f.var, u);
+        let r = self.narrowed(u, |t| t.for_loop_inner(b, f, init));
+        if let Some(k) = &mut self.sync {
+            k.uniformity.unbind(f.var);
+        }
+        r
+    }
+
+    fn for_loop_inner(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
         let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
         if !dtype.is_int() {
             return Err(MlirError::unsupported(format!("loop variable `{}` of type {dtype}", self.var_name(f.var))));
@@ -963,6 +1054,21 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
         if let (Target::Gpu, ForKind::Thread(tag)) = (self.target, f.kind) {
             let pos = ThreadTag::ALL.iter().position(|t| *t == tag).unwrap_or(0);
+            if let (None, Some(Some(units))) = (self.tids[pos], pos.checked_sub(3).map(|p| self.phase_units[p])) {
+                // Phased emulation: every unit of the block in turn.
+                let zero = self.cidx(b, 0)?;
+                let one = self.cidx(b, 1)?;
+                let it = self.index();
+                let region = self.region(&[it], |t, blk, iv| {
+                    t.tids[pos] = Some(iv[0]);
+                    let r = t.for_loop_inner(blk, f, None);
+                    t.tids[pos] = None;
+                    r?;
+                    t.yield_(blk, &[])
+                })?;
+                b.append_operation(self.build("scf.for", &[zero, units, one], &[], &[], vec![region])?);
+                return Ok(());
+            }
             let id = self.tids[pos].ok_or_else(|| MlirError::internal("thread id missing"))?;
             let id = self.index_to(b, id, dtype)?;
             let inside = self.cmpi(b, 2, id, ext)?;
@@ -1272,6 +1378,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             if let Some(slot) = self.var_def.get_mut(it.var.index()) {
                 *slot = Some(it.binding.clone());
             }
+            self.bind_uniform(it.var, &it.binding);
             if it.kind == IterKind::Reduce {
                 let d = self.func.expr_dtype(&it.binding);
                 let z = self.constant(b, 0.0, d)?;
@@ -1287,9 +1394,11 @@ impl<'c, 'f> Tr<'c, 'f> {
             match reduce_zero {
                 None => self.stmts(b, init)?,
                 Some(c) => {
-                    let region = self.region(&[], |t, ib, _| {
-                        t.stmts(ib, init)?;
-                        t.yield_(ib, &[])
+                    let region = self.narrowed(false, |t| {
+                        t.region(&[], |t, ib, _| {
+                            t.stmts(ib, init)?;
+                            t.yield_(ib, &[])
+                        })
                     })?;
                     b.append_operation(self.build("scf.if", &[c], &[], &[], vec![region, Region::new()])?);
                 }

@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use sparsec::driver::{self, DriverError};
+use sparsec::estimate::{self, Collector, Estimate, Traffic, H100};
+use std::collections::BTreeMap;
 use sparsec::ir::{text, Stage};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -52,6 +54,11 @@ enum Cmd {
     /// Report on the GPU kernels of a program without a GPU: assembles the PTX of the MLIR
     /// path with NVIDIA's ptxas and prints, per kernel, registers, spills, stack and shared
     /// memory, and for each innermost loop what one iteration does.
+    ///
+    /// With `--matrix`, also runs each Stage-III function in the interpreter on that matrix,
+    /// records its accesses to global memory, and prints per kernel an *estimate* of its time
+    /// on an H100 (docs/gpu-estimate.md); `--peer gespmm` reports a GE-SpMM-shaped CUDA kernel
+    /// on the same data beside it.
     GpuReport {
         /// The .sptir file.
         file: PathBuf,
@@ -60,6 +67,17 @@ enum Cmd {
         /// GPU architecture.
         #[arg(long, default_value = "sm_90")]
         chip: String,
+        /// Binds a Matrix Market file to a sparse buffer, as `run --matrix` does (`A=path.mtx`;
+        /// a bare path binds buffer `A`), and estimates each kernel's time on it.
+        #[arg(long, value_name = "[BUFFER=]PATH", value_parser = parse_matrix)]
+        matrix: Option<(String, PathBuf)>,
+        /// Feature size with `--matrix`: sets every unbound scalar whose name contains `feat`.
+        #[arg(long, requires = "matrix")]
+        feat: Option<i64>,
+        /// Also reports and estimates a hand-written peer kernel on the same data: `gespmm`
+        /// (GE-SpMM's shape; CSR SpMM programs only).
+        #[arg(long, value_enum, requires = "matrix")]
+        peer: Option<Peer>,
     },
     /// Run a function on concrete data: the reference interpreter at any stage, or generated
     /// code (mlir-cpu, cubecl-wgpu, cubecl-cuda) at Stage III.
@@ -91,6 +109,22 @@ impl Target {
             (None, None) => loaded.module.funcs.iter().collect(),
         };
         Ok((funcs, backends::plan(trace, self.auto.or(auto))))
+    }
+}
+
+/// `gpu-report --peer` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Peer {
+    /// `nvidia/peer/gespmm.cu`: one warp per row, nonzeros staged in shared memory, two
+    /// feature columns per lane (GE-SpMM, SC'20).
+    Gespmm,
+}
+
+/// `gpu-report --matrix`: `BUFFER=PATH`, or a path for buffer `A`.
+fn parse_matrix(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some(_) => run::parse_pair::<PathBuf>(s),
+        None => Ok(("A".to_string(), PathBuf::from(s))),
     }
 }
 
@@ -138,10 +172,17 @@ enum Emit {
 mod backends;
 mod run;
 
-/// The `gpu-report` of one function's PTX.
-fn gpu_report(name: &str, ptx: &str, chip: &str) -> Result<String, Box<dyn std::error::Error>> {
+/// The `gpu-report` of one function's PTX; for each kernel with a trace in `traffic` (by
+/// kernel name), the trace's summary and the estimate of its time, which it also returns.
+fn gpu_report(
+    name: &str,
+    ptx: &str,
+    chip: &str,
+    traffic: &BTreeMap<String, Traffic>,
+) -> Result<(String, Vec<Estimate>), Box<dyn std::error::Error>> {
     let reports = sparsec_nvidia::ptxas(name, ptx, chip)?;
     let mut out = String::new();
+    let mut estimates = Vec::new();
     for (kernel, text) in sparsec_nvidia::entries(ptx) {
         let r = reports.iter().find(|r| r.name == kernel);
         let (regs, spills, stack, shared) = r.map_or((0, 0, 0, 0), |r| (r.registers, r.spills, r.stack, r.shared));
@@ -169,8 +210,212 @@ fn gpu_report(name: &str, ptx: &str, chip: &str) -> Result<String, Box<dyn std::
                 s.vector_width
             )?;
         }
+        if let Some(t) = traffic.get(&kernel) {
+            let threads = u32::try_from(t.threads_per_block).unwrap_or(u32::MAX);
+            let e = estimate::estimate(&H100, t, estimate::occupancy(&H100, threads, regs, shared));
+            write!(out, "{t}{e}")?;
+            estimates.push(e);
+        }
     }
-    Ok(out)
+    Ok((out, estimates))
+}
+
+/// The name of the GPU kernel that runs each top-level statement of a Stage-III function
+/// (`ir::kernel_ranges`, the split the MLIR backend launches).
+fn kernel_of_statements(func: &sparsec::ir::Func) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, r) in sparsec::ir::kernel_ranges(func).into_iter().enumerate() {
+        out.extend(r.map(|_| format!("{}_kernel{k}", func.name)));
+    }
+    out
+}
+
+/// What `gpu-report --matrix` runs on: the matrix, the feature size, the peer.
+struct Data<'a> {
+    matrix: &'a (String, PathBuf),
+    feat: Option<i64>,
+    peer: Option<Peer>,
+}
+
+/// `gpu-report --matrix`: the report of one function with the estimate of each kernel, and
+/// with `peer`, the peer's report and the comparison.
+fn gpu_report_estimated(
+    f: &sparsec::ir::Func,
+    lowered: &sparsec::ir::Func,
+    ptx: &str,
+    chip: &str,
+    data: &Data<'_>,
+    out: &mut String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Data { matrix, feat, peer } = *data;
+    let start = std::time::Instant::now();
+    let mut args = driver::bind_run(f, &run::matrix_spec(vec![matrix.clone()], feat))?;
+    sparsec::interp::alloc_missing_outputs(lowered, &mut args)?;
+    // Accesses are gathered per kernel, by name.
+    let names = kernel_of_statements(lowered);
+    let mut kernel_ids: Vec<String> = names.clone();
+    kernel_ids.dedup();
+    let mut collector = Collector::new();
+    let result = sparsec::interp::run_observed(lowered, &args, &sparsec::interp::Options::default(), &mut |a| {
+        let k = kernel_ids.iter().position(|n| *n == names[a.stmt]).unwrap_or(a.stmt);
+        collector.record(&sparsec::interp::Access { stmt: k, ..*a });
+    })?;
+    let traffic: BTreeMap<String, Traffic> =
+        collector.finish().into_iter().filter_map(|(k, t)| Some((kernel_ids.get(k)?.clone(), t))).collect();
+    let (text, estimates) = gpu_report(&f.name, ptx, chip, &traffic)?;
+    out.push_str(&text);
+    let ours: f64 = estimates.iter().map(|e| e.time).sum();
+    writeln!(
+        out,
+        "{}: estimate {:.2} us on {} over {} kernel(s) (interpreter trace and model: {:.1} s)",
+        f.name,
+        ours * 1e6,
+        H100.name,
+        estimates.len(),
+        start.elapsed().as_secs_f64()
+    )?;
+    let Some(Peer::Gespmm) = peer else { return Ok(()) };
+    let start = std::time::Instant::now();
+    let csr = spmm_operands(f, &matrix.0, &args, &result)?;
+    let ptx = nvrtc("gespmm", include_str!("../../nvidia/peer/gespmm.cu"), chip)?;
+    let mut collector = Collector::new();
+    estimate::gespmm_trace(&csr.indptr, &csr.indices, csr.feat, &mut |a| collector.record(a));
+    let traffic: BTreeMap<String, Traffic> =
+        collector.finish().into_values().map(|t| ("gespmm_csr_f32".to_string(), t)).collect();
+    writeln!(out, "peer gespmm (nvidia/peer/gespmm.cu: GE-SpMM's shape, compiled by NVRTC; its accesses transcribed from its source):")?;
+    let (text, estimates) = gpu_report("gespmm", &ptx, chip, &traffic)?;
+    out.push_str(&text);
+    let theirs: f64 = estimates.iter().map(|e| e.time).sum();
+    writeln!(out, "gespmm: estimate {:.2} us on {} (trace and model: {:.1} s)", theirs * 1e6, H100.name, start.elapsed().as_secs_f64())?;
+    writeln!(
+        out,
+        "estimate comparison on {}: {} {:.2} us / peer gespmm {:.2} us = {:.2}",
+        H100.name,
+        f.name,
+        ours * 1e6,
+        theirs * 1e6,
+        ours / theirs
+    )?;
+    Ok(())
+}
+
+/// The CSR operands of a program that computes C = A·B, taken from its bound arguments.
+struct SpmmOperands {
+    indptr: Vec<i64>,
+    indices: Vec<i64>,
+    feat: usize,
+}
+
+/// Checks that `f` is a CSR SpMM over the matrix bound to `buffer`, by its declarations (A
+/// over a dense row axis and a sparse column axis, one written buffer C over [rows, K], one
+/// other dense input B over [columns, K], all f32) and by its numbers (the interpreter's C
+/// equals A·B computed here), and returns the CSR structure and feature size.
+fn spmm_operands(
+    f: &sparsec::ir::Func,
+    buffer: &str,
+    args: &sparsec::ir::data::Args,
+    result: &sparsec::ir::data::Args,
+) -> Result<SpmmOperands, Box<dyn std::error::Error>> {
+    use sparsec::ir::data::Array;
+    use sparsec::ir::{AxisKind, DType, Layout, Storage};
+    let refuse = |why: String| -> Box<dyn std::error::Error> {
+        format!("--peer gespmm models CSR SpMM (C = A·B, as tests/workloads/csrmm.sptir): `{}` {why}", f.name).into()
+    };
+    let axes_of = |b: sparsec::ir::BufferId| match &f.buffers[b].layout {
+        Layout::Sparse(axes) => axes.clone(),
+        Layout::Dense(_) => Vec::new(),
+    };
+    let param_of = |b: sparsec::ir::BufferId| match f.buffers[b].storage {
+        Storage::Param(p) => Some(f.params[p].name.clone()),
+        Storage::Alloc(_) => None,
+    };
+    let a = f.buffer_by_name(buffer).ok_or_else(|| refuse(format!("has no buffer `{buffer}`")))?;
+    let (i, j) = match axes_of(a)[..] {
+        [i, j] if f.axes[i].kind == AxisKind::DenseFixed
+            && f.axes[j].kind == AxisKind::SparseVariable
+            && f.axes[j].parent == Some(i) =>
+        {
+            (i, j)
+        }
+        _ => return Err(refuse(format!("binds `{buffer}`, which is not a CSR matrix (a dense row axis, then a sparse one)"))),
+    };
+    let written = driver::written_buffers(f);
+    let [c] = written[..] else { return Err(refuse(format!("writes {} buffers, not one", written.len()))) };
+    let k = match axes_of(c)[..] {
+        [ci, k] if ci == i && f.axes[k].kind == AxisKind::DenseFixed => k,
+        _ => return Err(refuse(format!("writes `{}`, which is not dense over [rows, features]", f.buffers[c].name))),
+    };
+    let inputs: Vec<_> = f
+        .buffers
+        .iter()
+        .filter(|(b, _)| *b != a && *b != c && param_of(*b).is_some())
+        .filter(|(b, _)| matches!(axes_of(*b)[..], [x, kk] if kk == k && f.axes[x].kind == AxisKind::DenseFixed))
+        .map(|(b, _)| b)
+        .collect();
+    let [b] = inputs[..] else { return Err(refuse("has no single dense input B over [columns, features]".into())) };
+    if [a, b, c].iter().any(|&x| f.buffers[x].dtype != DType::F32) {
+        return Err(refuse("is not in f32".into()));
+    }
+    let array = |name: Option<String>, from: &sparsec::ir::data::Args| name.and_then(|n| from.arrays.get(&n).cloned());
+    let ints = |p: Option<usize>| match p.and_then(|p| args.arrays.get(&f.params[p].name)) {
+        Some(Array::I32(v)) => Some(v.iter().map(|&x| i64::from(x)).collect::<Vec<i64>>()),
+        Some(Array::I64(v)) => Some(v.clone()),
+        _ => None,
+    };
+    let missing = || refuse("has no CSR arrays bound".into());
+    let (indptr, indices) = (ints(f.axes[j].indptr).ok_or_else(missing)?, ints(f.axes[j].indices).ok_or_else(missing)?);
+    let (Some(Array::F32(vals)), Some(Array::F32(bv)), Some(Array::F32(cv))) =
+        (array(param_of(a), args), array(param_of(b), args), array(param_of(c), result))
+    else {
+        return Err(missing());
+    };
+    let m = indptr.len().saturating_sub(1);
+    let feat = cv.len().checked_div(m).unwrap_or(0);
+    // The numbers: C = A·B within rounding.
+    for r in 0..m {
+        for col in 0..feat {
+            let (mut want, mut scale) = (0.0f64, 0.0f64);
+            for p in indptr[r] as usize..indptr[r + 1] as usize {
+                let term = f64::from(vals[p]) * f64::from(bv[indices[p] as usize * feat + col]);
+                want += term;
+                scale += term.abs();
+            }
+            let got = f64::from(cv[r * feat + col]);
+            if (got - want).abs() > 1e-4 * scale + 1e-30 {
+                return Err(refuse(format!(
+                    "does not compute A·B on these data: C[{r}, {col}] is {got}, A·B gives {want}"
+                )));
+            }
+        }
+    }
+    Ok(SpmmOperands { indptr, indices, feat })
+}
+
+/// Compiles CUDA C++ to PTX for `chip` with NVIDIA's NVRTC, through `scripts/nvrtc` (built
+/// into this binary) and `python3` with PyPI's `nvidia-cuda-nvrtc-cu12`.
+fn nvrtc(name: &str, cuda: &str, chip: &str) -> Result<String, Box<dyn std::error::Error>> {
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("sparsec-nvrtc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (src, ptx) = (dir.join(format!("{name}.cu")), dir.join(format!("{name}_{chip}.ptx")));
+    std::fs::write(&src, cuda)?;
+    let mut child = Command::new("python3")
+        .args(["-", "--arch", chip])
+        .arg(&src)
+        .arg(&ptx)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running python3 for NVRTC: {e}"))?;
+    child.stdin.take().ok_or("python3's stdin")?.write_all(include_str!("../../scripts/nvrtc").as_bytes())?;
+    let done = child.wait_with_output()?;
+    let text = std::fs::read_to_string(&ptx);
+    let _ = std::fs::remove_dir_all(&dir);
+    if !done.status.success() {
+        return Err(format!("NVRTC could not compile {name} for {chip}:\n{}", String::from_utf8_lossy(&done.stderr).trim()).into());
+    }
+    Ok(text?)
 }
 
 fn main() -> ExitCode {
@@ -217,13 +462,16 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             }
             writeln!(out, "{:<20} {:>9} -> {:<5} {}", "decompose_format", "I", "same", "moves buffers to new formats by rewrite rules (Rust API; see docs/language.md)")?;
         }
-        Cmd::GpuReport { file, target, chip } => {
+        Cmd::GpuReport { file, target, chip, matrix, feat, peer } => {
             let loaded = driver::load(&file)?;
             let (funcs, plan) = target.resolve(&loaded, Some(backends::Auto::Gpu))?;
             for f in funcs {
                 let lowered = backends::stage_iii(f, &plan)?;
                 let ptx = backends::emit(&lowered, Emit::Ptx, &chip)?;
-                out.push_str(&gpu_report(&f.name, &ptx, &chip)?);
+                match &matrix {
+                    Some(m) => gpu_report_estimated(f, &lowered, &ptx, &chip, &Data { matrix: m, feat, peer }, out)?,
+                    None => out.push_str(&gpu_report(&f.name, &ptx, &chip, &BTreeMap::new())?.0),
+                }
             }
         }
         Cmd::Lower { file, emit, target, chip, .. } if emit != Emit::Sptir => {

@@ -61,7 +61,8 @@ pub struct RunArgs {
     checked: bool,
 }
 
-fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
+/// Parses `NAME=VALUE` (`--matrix`, `--input`, `--scalar`; `gpu-report --matrix` too).
+pub(crate) fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
 where
     T::Err: std::fmt::Display,
 {
@@ -88,14 +89,7 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     if a.checked && stage != Stage::III {
         return Err("--checked checks the generated code: it needs Stage III".into());
     }
-    let spec = RunSpec {
-        matrices: a.matrices,
-        inputs: a.inputs,
-        scalars: a.scalars,
-        feat: a.feat,
-        block: a.block,
-        seed: a.seed,
-    };
+    let spec = RunSpec { inputs: a.inputs, scalars: a.scalars, block: a.block, seed: a.seed, ..matrix_spec(a.matrices, a.feat) };
     let args = driver::bind_run(func, &spec)?;
     // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
     // would run in a single unit.
@@ -131,6 +125,12 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     let backend = backend_name(a.backend);
     writeln!(out_text, "stage {} on {backend}: {:.3} ms", lowered.stage, elapsed.as_secs_f64() * 1e3)?;
     Ok(())
+}
+
+/// What `run` binds for `--matrix` and `--feat` alone, every other input from the default
+/// seed; `gpu-report --matrix` binds its data with it.
+pub(crate) fn matrix_spec(matrices: Vec<(String, PathBuf)>, feat: Option<i64>) -> RunSpec {
+    RunSpec { matrices, inputs: Vec::new(), scalars: Vec::new(), feat, block: 4, seed: 0 }
 }
 
 /// The `--backend` spelling of `b`.

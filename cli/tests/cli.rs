@@ -541,3 +541,71 @@ fn gpu_report_reads_ptxas_and_the_inner_loops() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("sm_xx") && !stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+/// A line's number after `key` (`DRAM 123 B` → 123 with key `DRAM `).
+fn number_after(line: &str, key: &str) -> f64 {
+    let rest = line.split(key).nth(1).unwrap_or_else(|| panic!("no `{key}` in {line}"));
+    rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap_or_else(|_| panic!("{line}"))
+}
+
+#[test]
+fn gpu_report_estimates_kernels_and_the_gespmm_peer_on_a_matrix() {
+    // 96 rows × 80 columns, row i holding 1 + i % 7 nonzeros (row 95 a long one of 70): every
+    // column is used.
+    let (m, n, feat) = (96usize, 80usize, 32usize);
+    let mut entries = Vec::new();
+    for i in 0..m {
+        let len = if i == m - 1 { 70 } else { 1 + i % 7 };
+        let mut cols: Vec<usize> = (0..len).map(|k| (i * 3 + k * 11) % n).collect();
+        cols.sort_unstable();
+        cols.dedup();
+        entries.extend(cols.into_iter().map(|j| (i, j)));
+    }
+    for j in 0..n {
+        entries.push((j % m, j));
+    }
+    entries.sort_unstable();
+    entries.dedup();
+    let nnz = entries.len();
+    let dir = tmp("gpu-estimate");
+    let path = dir.join("a.mtx");
+    let mut text = format!("%%MatrixMarket matrix coordinate real general\n{m} {n} {nnz}\n");
+    for (i, j) in &entries {
+        text.push_str(&format!("{} {} {}\n", i + 1, j + 1, 0.5 + (i * 7 + j) as f64 % 3.0));
+    }
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let o = sparsec(&["gpu-report", "tests/workloads/csrmm.sptir", "--auto", "gpu", "--matrix", p, "--feat", "32", "--peer", "gespmm"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    // Compulsory bytes: every element of A, its indices, indptr, B and C once.
+    let compulsory = (4 * (2 * nnz + m + 1 + n * feat + m * feat)) as f64;
+    let lines = |prefix: &str| out.lines().filter(|l| l.trim_start().starts_with(prefix)).map(str::to_string).collect::<Vec<_>>();
+    let (heads, inputs) = (lines("estimate ("), lines("estimate inputs:"));
+    assert_eq!((heads.len(), inputs.len()), (2, 2), "sparsec's kernel and the peer's:\n{out}");
+    for (head, input) in heads.iter().zip(&inputs) {
+        assert!(head.contains("H100") && head.contains(" us, bound by "), "{head}");
+        let pct: f64 = head.split("% of the memory roofline").next().unwrap().rsplit(", ").next().unwrap().parse().unwrap();
+        assert!(pct > 0.0 && pct <= 100.0, "{head}");
+        let (footprint, dram, l2) = (number_after(input, "footprint "), number_after(input, "DRAM "), number_after(input, "L2 "));
+        // The footprint fits in L2: DRAM reads it once; sectors round it up, never down.
+        assert!(dram == footprint && dram >= compulsory && dram <= compulsory + 32.0 * 5.0 * 2.0, "{input} vs {compulsory}");
+        assert!(l2 >= dram, "{input}");
+    }
+    assert!(out.contains("kernel csrmm_kernel0 (sm_90):") && out.contains("kernel gespmm_csr_f32 (sm_90):"), "{out}");
+    assert!(out.contains("1024 B shared"), "the peer stages nonzeros in shared memory:\n{out}");
+    let trace = lines("trace:");
+    assert_eq!(trace.len(), 2, "{out}");
+    let cmp = out.lines().find(|l| l.starts_with("estimate comparison on H100")).unwrap_or_else(|| panic!("{out}"));
+    let ratio = number_after(cmp, " = ");
+    assert!(ratio > 0.0 && ratio.is_finite(), "{cmp}");
+
+    // Without --matrix, no estimate; the peer is for CSR SpMM only, and needs a matrix.
+    let o = sparsec(&["gpu-report", "tests/workloads/csrmm.sptir"]);
+    assert!(o.status.success() && !stdout(&o).contains("estimate"), "{}", stderr(&o));
+    let o = sparsec(&["gpu-report", "tests/workloads/csr_element_wise.sptir", "--matrix", p, "--peer", "gespmm"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--peer gespmm models CSR SpMM") && !stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let o = sparsec(&["gpu-report", "tests/workloads/csrmm.sptir", "--peer", "gespmm"]);
+    assert!(!o.status.success() && stderr(&o).contains("--matrix"), "{}", stderr(&o));
+}

@@ -3,6 +3,7 @@
 use crate::access::Slot;
 use crate::error::InterpError;
 use crate::machine::{Active, BufLayout, IterPos, Machine, Result};
+use crate::observe::{unit_slot, AccessKind};
 use sparsec_ir::value::{Value, ValueError as OpError};
 use sparsec_ir::data::Array;
 use sparsec_ir::{
@@ -58,13 +59,30 @@ impl<'f> Machine<'f> {
         Ok(())
     }
 
+    /// Runs the function's body, telling the observer which top-level statement runs.
+    pub(crate) fn exec_body(&mut self, stmts: &'f [Stmt]) -> Result<()> {
+        let mut undo = Vec::new();
+        for (k, s) in stmts.iter().enumerate() {
+            if let Some(o) = &mut self.observer {
+                o.stmt = k;
+            }
+            self.exec(s, &mut undo)?;
+        }
+        Ok(())
+    }
+
     fn exec(&mut self, s: &'f Stmt, undo: &mut Vec<Undo>) -> Result<()> {
         let span = s.span;
         match &s.kind {
             StmtKind::Store { buffer, indices, value } => {
                 let v = self.eval(value, span)?;
                 match self.locate(*buffer, indices, true, span)? {
-                    Slot::At(i) => self.write(*buffer, i, v, span),
+                    Slot::At(i) => {
+                        if let Some(o) = &mut self.observer {
+                            o.access(s as *const Stmt as usize, buffer.index(), i, AccessKind::Store, indices);
+                        }
+                        self.write(*buffer, i, v, span)
+                    }
                     Slot::Absent => Ok(()), // `locate` reports absent stores.
                 }
             }
@@ -125,6 +143,8 @@ impl<'f> Machine<'f> {
         let extent = self.eval_int(&f.extent, span)?;
         let dtype = self.var(f.var, span)?.dtype;
         let prev = self.vars[f.var.index()];
+        // The unit index this loop sets, when observed.
+        let unit = self.observer.as_ref().and_then(|o| unit_slot(f.kind).map(|k| (k, o.unit[k])));
         for i in 0..extent.max(0) {
             self.tick(span)?;
             let x = min.checked_add(i).ok_or_else(|| InterpError::BadSize {
@@ -132,9 +152,15 @@ impl<'f> Machine<'f> {
                 span,
             })?;
             self.vars[f.var.index()] = Some(Value::from_i64(dtype, x));
+            if let (Some((k, _)), Some(o)) = (unit, &mut self.observer) {
+                o.unit[k] = x;
+            }
             self.exec_list(&f.body)?;
         }
         self.vars[f.var.index()] = prev;
+        if let (Some((k, old)), Some(o)) = (unit, &mut self.observer) {
+            o.unit[k] = old;
+        }
         Ok(())
     }
 
@@ -290,10 +316,15 @@ impl<'f> Machine<'f> {
             Expr::Cast(d, a) => self.eval(a, span)?.cast(*d),
             Expr::Call(f, args) => self.call(*f, args, span)?,
             Expr::Load(b, idx) => match self.locate(*b, idx, false, span)? {
-                Slot::At(i) => self.read(*b, i, span)?,
+                Slot::At(i) => {
+                    if let Some(o) = &mut self.observer {
+                        o.access(e as *const Expr as usize, b.index(), i, AccessKind::Load, idx);
+                    }
+                    self.read(*b, i, span)?
+                }
                 Slot::Absent => self.bufs[b.index()].default,
             },
-            Expr::AtomicAdd(b, idx, v) => self.atomic_add(*b, idx, v, span)?,
+            Expr::AtomicAdd(b, idx, v) => self.atomic_add(e, *b, idx, v, span)?,
         })
     }
 
@@ -322,11 +353,14 @@ impl<'f> Machine<'f> {
         Ok(Value::call(f, &vals[..args.len()]).map_err(|e| op_error(e, span))?)
     }
 
-    fn atomic_add(&mut self, b: BufferId, idx: &'f [Expr], v: &'f Expr, span: Span) -> Result<Value> {
+    fn atomic_add(&mut self, node: &'f Expr, b: BufferId, idx: &'f [Expr], v: &'f Expr, span: Span) -> Result<Value> {
         let v = self.eval(v, span)?;
         let Slot::At(i) = self.locate(b, idx, true, span)? else {
             return Err(InterpError::Invalid { message: "atomic_add to an absent element".into(), span }.into());
         };
+        if let Some(o) = &mut self.observer {
+            o.access(node as *const Expr as usize, b.index(), i, AccessKind::Atomic, idx);
+        }
         let old = self.read(b, i, span)?;
         let new = Value::binary(BinOp::Add, old, v).map_err(|e| op_error(e, span))?;
         self.write(b, i, new, span)?;

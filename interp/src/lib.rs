@@ -59,13 +59,23 @@
 //!
 //! Every loop step (`for`, `while`, sparse-iteration point) counts against
 //! [`Options::max_steps`].
+//!
+//! ## Access traces
+//!
+//! [`run_observed`] runs like [`run_with`] and also calls an observer with every access to a
+//! global buffer ([`Access`]: buffer, element, size, load/store/atomic, the static site, and
+//! the `blockIdx`/`threadIdx` values of the unit making it); see [`observe`]. It is how
+//! `sparsec gpu-report --matrix` estimates GPU memory traffic. [`run`] and [`run_with`]
+//! have no observer and pay one untaken branch per access for it.
 
 mod access;
 mod error;
 mod exec;
 mod machine;
+pub mod observe;
 
 pub use error::InterpError;
+pub use observe::{Access, AccessKind};
 
 use machine::Machine;
 use sparsec_ir::data::{Args, Array};
@@ -109,6 +119,24 @@ fn run_boxed(func: &Func, args: &Args, opts: &Options) -> machine::Result<Args> 
     m.check_arrays()?;
     m.alloc_function_buffers()?;
     m.exec_list(&func.body)?;
+    Ok(m.into_args(args))
+}
+
+/// Runs `func` on `args` like [`run_with`], calling `observer` with every access to a global
+/// buffer (see [`observe`] for what is reported and in which order). Accesses made while
+/// the arguments are checked and buffers set up are not reported.
+pub fn run_observed(
+    func: &Func,
+    args: &Args,
+    opts: &Options,
+    observer: &mut dyn FnMut(&Access),
+) -> Result<Args, InterpError> {
+    let mut m = Machine::new(func, args, opts.max_steps).map_err(|e| *e)?;
+    m.max_while = opts.max_while;
+    m.check_arrays().map_err(|e| *e)?;
+    m.alloc_function_buffers().map_err(|e| *e)?;
+    m.observer = Some(observe::Observer::new(func, observer));
+    m.exec_body(&func.body).map_err(|e| *e)?;
     Ok(m.into_args(args))
 }
 

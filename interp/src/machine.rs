@@ -103,6 +103,8 @@ pub(crate) struct Machine<'f> {
     pub(crate) allocs: Vec<Option<Array>>,
     /// Whether a buffer is allocated by an `Alloc` statement (not at function entry).
     pub(crate) stmt_alloc: Vec<bool>,
+    /// The access observer of [`crate::run_observed`]; `None` for plain runs.
+    pub(crate) observer: Option<crate::observe::Observer<'f>>,
 }
 
 impl<'f> Machine<'f> {
@@ -128,6 +130,7 @@ impl<'f> Machine<'f> {
             index_params: vec![false; func.params.len()],
             allocs: vec![None; func.buffers.len()],
             stmt_alloc: vec![false; func.buffers.len()],
+            observer: None,
         };
         for (p, param) in func.params.iter().enumerate() {
             match param.kind {

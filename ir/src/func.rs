@@ -488,6 +488,34 @@ pub fn has_thread_loop(s: &Stmt) -> bool {
     hit
 }
 
+/// How a Stage-III function's top-level statements split into GPU kernels: each statement
+/// holding a loop bound to a thread or block index is one kernel; each maximal run of
+/// statements without one is one more (launched on a single unit). Backends and reports
+/// name kernel `k` of `f` as `{f}_kernel{k}` in this order.
+pub fn kernel_ranges(f: &Func) -> Vec<std::ops::Range<usize>> {
+    let bound = |s: &Stmt| {
+        let mut hit = false;
+        walk_stmts(std::slice::from_ref(s), &mut |x| hit |= matches!(&x.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(_))));
+        hit
+    };
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut open: Option<usize> = None;
+    for (i, s) in f.body.iter().enumerate() {
+        if !bound(s) {
+            open.get_or_insert(i);
+            continue;
+        }
+        if let Some(from) = open.take() {
+            out.push(from..i);
+        }
+        out.push(i..i + 1);
+    }
+    if let Some(from) = open {
+        out.push(from..f.body.len());
+    }
+    out
+}
+
 /// Whether, in a statement list of a kernel, a statement outside every thread-bound loop
 /// writes global memory beside a statement holding one: each unit of the block runs the
 /// former redundantly while others run the latter, so they need a barrier between them.

@@ -21,6 +21,7 @@ pub mod func;
 pub mod injective;
 pub mod names;
 pub mod span;
+pub mod sync;
 pub mod text;
 pub mod types;
 pub mod value;
@@ -29,7 +30,7 @@ pub mod verify;
 pub use arena::{Arena, Handle};
 pub use expr::{BinOp, Expr, Intrinsic, UnOp};
 pub use func::{
-    has_thread_loop, map_exprs_deep, needs_barrier, repeated_update, scope_across_units, threads_exchange, walk_stmts, writes_beside_thread_loops, RepeatedUpdate, AttrValue, Attrs, Axis, AxisId, Block, BlockIter, Buffer, BufferId, For, Func,
+    has_thread_loop, kernel_ranges, map_exprs_deep, needs_barrier, repeated_update, scope_across_units, threads_exchange, walk_stmts, writes_beside_thread_loops, RepeatedUpdate, AttrValue, Attrs, Axis, AxisId, Block, BlockIter, Buffer, BufferId, For, Func,
     Layout, Module, Param, ParamId, ParamKind, Region, RegionRange, SpIter, SpIterAxis, Stmt,
     StmtKind, Storage, Var, VarId, MAX_WHILE_ITERATIONS,
 };

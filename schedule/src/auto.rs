@@ -79,6 +79,49 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
             let parts = sch.split(outer, &[None, Some(threads)])?;
             sch.bind(parts[0], ThreadTag::BlockIdxX)?;
             sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
+            registers(sch, &nest.block)?;
+        }
+    }
+    Ok(())
+}
+
+/// Keeps in a register what a unit of a bound nest accumulates: each reduction block inside
+/// the nest's first block `outer` (under a serial loop) that only accumulates gets its output
+/// cached in a one-element `local` buffer over `outer`'s body (sddmm's `C[i, j]` over `k`).
+/// A cache that would not be one element, or that the primitive refuses, is not made.
+fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
+    let f = sch.func();
+    let mut found: Vec<(String, Vec<String>)> = Vec::new();
+    walk_stmts(&f.body, &mut |s| {
+        let StmtKind::Block(o) = &s.kind else { return };
+        if o.name != outer {
+            return;
+        }
+        walk_stmts(&o.body, &mut |s| {
+            let StmtKind::For(l) = &s.kind else { return };
+            if l.kind != sparsec_ir::ForKind::Serial {
+                return;
+            }
+            for b in first_blocks(&l.body) {
+                let reduces = b.iters.iter().any(|it| it.kind == IterKind::Reduce);
+                if reduces && b.init.is_none() && sparsec_passes::accumulates_only(f, &b.body) {
+                    let written = b.writes.iter().filter_map(|r| f.buffers.try_get(r.buffer)).map(|x| x.name.clone()).collect();
+                    if !found.iter().any(|(n, _)| *n == b.name) {
+                        found.push((b.name.clone(), written));
+                    }
+                }
+            }
+        });
+    });
+    for (name, written) in found {
+        for buf in written {
+            let before = sch.clone();
+            let (b, at) = (sch.get_block(&name)?, sch.get_block(outer)?);
+            let one = sch.cache_write(b, &buf, sparsec_ir::Scope::Local, at).is_ok()
+                && sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == sparsec_ir::Layout::Dense(vec![Expr::i32(1)]));
+            if !one {
+                *sch = before;
+            }
         }
     }
     Ok(())

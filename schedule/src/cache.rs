@@ -57,6 +57,58 @@ pub(crate) enum Dim {
     Whole(Expr),
 }
 
+/// What a cache rewrite needs, from [`Schedule::cache_plan`].
+pub(crate) struct CachePlan {
+    /// The cache site (a loop or block).
+    pub site: Path,
+    /// The first statement of the site's body that mentions the buffer: the cache covers the
+    /// body from there on, so `let`s and local work before it may fix the region's point.
+    pub start: usize,
+    /// The cached buffer.
+    pub buf: BufferId,
+    /// The cached region.
+    pub dims: Vec<Dim>,
+    /// The condition under which the copies run.
+    pub guard: Option<Expr>,
+}
+
+/// Whether `s` accesses `b` or names it in a block region or an allocation.
+fn mentions(s: &Stmt, b: BufferId) -> bool {
+    let u = uses_of(std::slice::from_ref(s), b);
+    if !u.reads.is_empty() || !u.writes.is_empty() || u.atomics > 0 {
+        return true;
+    }
+    let mut named = false;
+    walk_stmts(std::slice::from_ref(s), &mut |x| match &x.kind {
+        StmtKind::Block(blk) => named |= blk.reads.iter().chain(&blk.writes).any(|r| r.buffer == b),
+        StmtKind::Alloc(a) => named |= *a == b,
+        _ => {}
+    });
+    named
+}
+
+/// Whether `s` (the first statement of a cache's body that mentions `buf`) stores the
+/// whole region, a single point, unconditionally and without reading `buf`: the copy into the
+/// cache would then be dead (an accumulator's `init`).
+pub(crate) fn overwrites_point(s: &Stmt, buf: BufferId, dims: &[Dim]) -> bool {
+    let point: Option<Vec<&Expr>> = dims.iter().map(|d| if let Dim::Point(e) = d { Some(e) } else { None }).collect();
+    let Some(point) = point else { return false };
+    let (stmt, env) = match &s.kind {
+        StmtKind::Block(b) if b.init.is_none() && b.body.len() == 1 => {
+            (&b.body[0], b.iters.iter().map(|it| (it.var, it.binding.clone())).collect())
+        }
+        _ => (s, std::collections::HashMap::new()),
+    };
+    match &stmt.kind {
+        StmtKind::Store { buffer, indices, value } if *buffer == buf => {
+            let mut reads = false;
+            value.walk(&mut |x| reads |= matches!(x, Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) if *b == buf));
+            !reads && indices.len() == point.len() && indices.iter().zip(&point).all(|(i, p)| i.clone().substitute(&env) == **p)
+        }
+        _ => false,
+    }
+}
+
 /// Accesses to one buffer inside a body: as written (`reads`, `writes`) and with the
 /// variables of blocks inside the body replaced by their bindings (`*_at_site`).
 #[derive(Default)]
@@ -367,7 +419,7 @@ impl Schedule {
         buffer: &str,
         at: CacheAt,
         written_only_here: bool,
-    ) -> Result<(Path, BufferId, Vec<Dim>, Option<Expr>)> {
+    ) -> Result<CachePlan> {
         self.need_loop_stage(primitive)?;
         let site = self.cache_site(g, at)?;
         let block_path = self.block_path(g, block.0)?;
@@ -376,11 +428,13 @@ impl Schedule {
         }
         let buf = g.buffer_by_name(buffer).ok_or_else(|| ScheduleError::UnknownBuffer { name: buffer.to_string() })?;
         let site_stmt = tree::get(&g.body, &site).ok_or_else(|| stale(at.id(), "cache location"))?;
-        let body: &[Stmt] = match &site_stmt.kind {
+        let whole_body: &[Stmt] = match &site_stmt.kind {
             StmtKind::For(l) => &l.body,
             StmtKind::Block(b) => &b.body,
             _ => return Err(stale(at.id(), "cache location")),
         };
+        let start = whole_body.iter().position(|s| mentions(s, buf)).unwrap_or(0);
+        let body = &whole_body[start..];
         // No other buffer over the same parameter may be touched there (aliasing).
         if let Storage::Param(p) = g.buffers[buf].storage {
             for (other, ob) in g.buffers.iter() {
@@ -416,7 +470,7 @@ impl Schedule {
         if written_only_here {
             Self::check_owned_write_back(g, &site, buf, &dims)?;
         }
-        Ok((site, buf, dims, guard))
+        Ok(CachePlan { site, start, buf, dims, guard })
     }
 
     /// The region with the indices that `block`'s bindings fix at the site as points, and the
@@ -514,12 +568,32 @@ impl Schedule {
     /// thread-bound loop would all make to the same elements: some point of the region must
     /// vary with each such loop (the region of one iteration is then its own).
     fn check_owned_write_back(g: &Func, site: &Path, buf: BufferId, dims: &[Dim]) -> Result<()> {
+        let mut chain = tree::ancestors(&g.body, site);
+        chain.extend(tree::get(&g.body, site));
+        let parallel: Vec<VarId> = chain
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::For(l) if matches!(l.kind, ForKind::Parallel | ForKind::Vectorized | ForKind::Thread(_)) => Some(l.var),
+                _ => None,
+            })
+            .collect();
+        // Units that share an output (a reduction over parallel iterations, or atomics) would
+        // each write back their own partial value over the others'.
+        for s in &chain {
+            if let StmtKind::Block(b) = &s.kind {
+                let shared = b.attrs.contains_key(sparsec_passes::ATOMIC_ATTR)
+                    || b.iters.iter().any(|it| {
+                        it.kind == IterKind::Reduce && crate::reduction::vars_of(&it.binding).iter().any(|v| parallel.contains(v))
+                    });
+                if shared {
+                    return Err(ScheduleError::SharedAccumulator { buffer: g.buffers[buf].name.clone(), block: b.name.clone() });
+                }
+            }
+        }
         if dims.iter().all(|d| matches!(d, Dim::Point(_))) {
             // Exactly the elements the body writes, which the loop's own proof keeps apart.
             return Ok(());
         }
-        let mut chain = tree::ancestors(&g.body, site);
-        chain.extend(tree::get(&g.body, site));
         let mut env = std::collections::HashMap::new();
         for s in &chain {
             if let StmtKind::Block(b) = &s.kind {

@@ -55,6 +55,18 @@ pub enum ScheduleError {
         /// The parallel loop.
         r#loop: String,
     },
+    /// A cache's write-back inside a block whose parallel units accumulate into shared
+    /// elements (a reduction iterator bound to a parallel loop, or `atomic` accumulation).
+    #[error(
+        "cache_write of `{buffer}` inside block `{block}`, whose parallel units accumulate into the same elements: \
+         each would write back its own partial sum over the others'"
+    )]
+    SharedAccumulator {
+        /// The buffer.
+        buffer: String,
+        /// The block.
+        block: String,
+    },
     /// Another buffer over the same parameter is accessed in the cached body.
     #[error("buffer `{buffer}` cannot be cached: `{other}` aliases it there")]
     AliasedBuffer {

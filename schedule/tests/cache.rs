@@ -122,11 +122,41 @@ fn cache_write_refusals_leave_the_ir_unchanged() {
     let mut s1 = common::sched1("csrmm");
     let e = fails(&mut s1, |s| s.set_scope("C", Scope::Local));
     assert!(matches!(e, ScheduleError::NotAllocated { .. }), "{e}");
-    // Fused SDDMM recovers rows through J_indptr, which aliases nothing, but C's region is a
-    // single nonzero chosen by a search inside the body: the whole row is variable-length.
+    // Unfused sddmm cached at the row block: C's region there is the whole row, whose
+    // length differs from row to row.
+    let mut s = sched2("sddmm");
+    let b0 = s.get_block("sddmm0").unwrap();
+    let b1 = s.get_block("sddmm1").unwrap();
+    let e = fails(&mut s, |s| s.cache_write(b1, "C", Scope::Local, b0));
+    assert!(matches!(e, ScheduleError::UncacheableRegion { .. }), "{e}");
+    // rgcn under the GPU default: relations and rows fused on blockIdx.y accumulate
+    // atomically into shared rows of Y; a per-unit register written back would lose sums.
+    let mut g1 = Schedule::new(workload("rgcn_hetero_forward")).unwrap();
+    assert!(sparsec_schedule::auto::gpu_sparse(&mut g1).unwrap());
+    g1.lower_sparse_iter().unwrap();
+    let outer = g1.get_block("rgcn-hetero-forward0").unwrap();
+    let inner = g1.get_block("rgcn-hetero-forward1").unwrap();
+    let e = fails(&mut g1, |s| s.cache_write(inner, "Y", Scope::Local, outer));
+    assert!(matches!(e, ScheduleError::SharedAccumulator { .. }), "{e}");
+}
+
+/// Fused sddmm (one unit per nonzero): the row of each nonzero comes from a search and `let`s
+/// at the start of the block, so the cache starts after them; C's nonzero is then a point,
+/// its init stores it whole (no copy in), and the sum stays in a one-element local buffer.
+#[test]
+fn fused_sddmm_accumulates_in_a_register_after_the_lets() {
     let mut f = Schedule::new(sparsec_passes::lower_sparse_iter(&workload("fused_sddmm")).unwrap()).unwrap();
     let b0 = f.get_block("sddmm0").unwrap();
     let b1 = f.get_block("sddmm1").unwrap();
-    let e = fails(&mut f, |s| s.cache_write(b1, "C", Scope::Local, b0));
-    assert!(matches!(e, ScheduleError::UncacheableRegion { .. }), "{e}");
+    f.cache_write(b1, "C", Scope::Local, b0).unwrap();
+    let text = f.text();
+    assert!(text.contains("buffer C_local = alloc_buffer([1], f32, local)"), "{text}");
+    let alloc = text.find("buffer C_local").unwrap();
+    assert!(text.find("let vj").is_some_and(|l| l < alloc), "the cache must follow the lets: {text}");
+    assert!(!text.contains("C_local[0] = C["), "no copy in before the init: {text}");
+    insta::assert_snapshot!("fused_sddmm_cache_write_local", text);
+    let original = sparsec_passes::lower_sparse_iter(&workload("fused_sddmm")).unwrap();
+    let back = sparsec_schedule::Trace::from_json(&f.trace().to_json()).unwrap();
+    assert_eq!(back.replay(&original).unwrap().text(), f.text());
+    differential("fused_sddmm", &workload("fused_sddmm"), f.func(), Agree::Exactly);
 }

@@ -49,10 +49,10 @@ fn jit(f1: &Func, f3: &Func, args: &Args, opts: &CpuOptions) -> Result<Args, Str
         return Err(format!("refused: {why}"));
     }
     match run_as_cli(&Jit(opts.clone()), f1, f3, args) {
-        // The GPU path refuses checked kernels whose nests all record into the one fault
-        // array (an exchange between thread nests that needs a barrier): a clean refusal of
-        // `--checked` there, not compared; the interpreter's result stands in.
-        (true, Err(e)) if e.contains("unsupported by the MLIR backend") => sparsec_interp::run(f1, args).map_err(|e| e.to_string()),
+        // Checked nests all record into the one fault array, an exchange that needs a
+        // barrier; the GPU path refuses it under non-uniform control flow
+        // (`ir::sync::SyncError::NonUniformBarrier`): a clean refusal, not compared.
+        (true, Err(e)) if e.contains("no barrier may order them there") => sparsec_interp::run(f1, args).map_err(|e| e.to_string()),
         (_, r) => r,
     }
 }

@@ -57,10 +57,29 @@ fn ptxas_assembles_every_kernel_without_spills() {
     assert!(kernels >= 4 * WORKLOADS.len(), "only {kernels} kernels assembled");
 }
 
+/// GPU emulation of `f` on csrmm's cases over the generated matrices equals the interpreter.
+fn emulated_csrmm_agrees(what: &str, f: &sparsec_ir::Func) {
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let kernel = sparsec_backend_mlir::CpuKernel::compile(f, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (mname, m) in sparsec_testkit::generated_matrices() {
+        let case = sparsec_testkit::workloads::case("csrmm", &m, &mut sparsec_testkit::Rng::new(5)).unwrap();
+        let mut out = case.args.clone();
+        kernel.run(&mut out).unwrap_or_else(|e| panic!("{what} on {mname}: {e}"));
+        let got = sparsec_testkit::output_f32(&out, "c");
+        sparsec_testkit::assert_close(&format!("csrmm, {what}, emulated, on {mname}"), &got, &case.expected[0].1, 1e-4);
+    }
+}
+
+/// The number of `bar.sync` instructions in `ptx`.
+fn barriers(ptx: &str) -> usize {
+    ptx.lines().filter(|l| l.trim_start().starts_with("bar.sync") || l.trim_start().starts_with("barrier.sync")).count()
+}
+
 /// Rows on blocks and features on threads, C's zeroing left serial beside the sum: every
-/// thread would zero the row while others add into it. Without barriers the GPU path refuses.
+/// thread zeroes the row redundantly while others would add into it, so barriers fence the
+/// thread nest (`sparsec_ir::sync`); emulation, in phases, gives the interpreter's numbers.
 #[test]
-fn redundant_writes_beside_thread_loops_are_refused() {
+fn redundant_writes_beside_thread_loops_are_fenced_by_barriers() {
     use sparsec_ir::ThreadTag;
     let mut sch = sparsec_schedule::Schedule::new(sparsec_testkit::workload("csrmm")).unwrap();
     sch.lower_sparse_iter().unwrap();
@@ -72,22 +91,29 @@ fn redundant_writes_beside_thread_loops_are_refused() {
     sch.bind(k, ThreadTag::ThreadIdxX).unwrap();
     sch.lower_sparse_buffer().unwrap();
     let f = sch.into_func();
-    let e = emit_mlir(&f).unwrap_err().to_string();
-    assert!(e.contains("emits no barrier"), "{e}");
-    assert!(emit_ptx(&f, "sm_90").is_err());
+    let mlir = emit_mlir(&f).unwrap();
+    assert!(mlir.contains("gpu.barrier"), "{mlir}");
+    let ptx = emit_ptx(&f, "sm_90").unwrap();
+    assert!(barriers(&ptx) >= 2, "{ptx}");
+    ptxas("csrmm_fenced", &ptx, "sm_90");
+    emulated_csrmm_agrees("zeroing beside the thread nest", &f);
 }
 
-/// Two nests over `threadIdx.x` with different mappings exchange C through memory: refused
-/// (no barrier on this path); with the same mapping each thread meets only its own elements.
+/// Two nests over `threadIdx.x` with different mappings exchange C through memory: a barrier
+/// orders them; with the same mapping each thread meets only its own elements (no barrier).
 #[test]
-fn thread_nests_exchanging_data_are_refused() {
+fn thread_nests_exchanging_data_are_synchronised() {
     let mut sch = sparsec_testkit::schedules::csrmm_init_on_threads(16);
     sch.lower_sparse_buffer().unwrap();
-    let e = emit_mlir(&sch.into_func()).unwrap_err().to_string();
-    assert!(e.contains("exchange data through memory"), "{e}");
+    let f = sch.into_func();
+    let ptx = emit_ptx(&f, "sm_90").unwrap();
+    assert!(barriers(&ptx) >= 1, "{ptx}");
+    emulated_csrmm_agrees("init split by 16, sum by 32", &f);
     let mut sch = sparsec_testkit::schedules::csrmm_init_on_threads(32);
     sch.lower_sparse_buffer().unwrap();
-    emit_ptx(&sch.into_func(), "sm_90").unwrap();
+    let f = sch.into_func();
+    assert_eq!(barriers(&emit_ptx(&f, "sm_90").unwrap()), 0);
+    emulated_csrmm_agrees("init and sum split by 32", &f);
 }
 
 /// C accumulated in a register per thread: GPU emulation gives the interpreter's numbers, and
@@ -188,33 +214,31 @@ fn gpu_emulation_runs_the_kernel_translation() {
     assert!(text.contains("scf.if") && !text.contains("scf.parallel"), "{text}");
 }
 
-/// Each thread reads back its own element of a shared buffer (this path emits no barrier, so a
-/// thread may not read another's: the same kernel reading `L[31 - vt]` is refused).
+/// Shared memory is a workgroup attribution. Each thread writes its own element and reads
+/// another's (`L[31 - vt]`): barriers order the two nests, and phased emulation, the CPU path
+/// and the interpreter agree.
 #[test]
 fn shared_memory_is_a_workgroup_attribution() {
-    // The testkit's local-scope kernel in shared scope, each thread reading its own element.
-    let flipped_src = sparsec_testkit::schedules::LOCAL_ACROSS_UNITS.replace("local)", "shared)");
-    let src = flipped_src.replace("L[31 - vt]", "L[vt]");
+    let src = sparsec_testkit::schedules::LOCAL_ACROSS_UNITS.replace("local)", "shared)");
     let f = sparsec_ir::text::parse_func("l", &src).unwrap_or_else(|e| panic!("{e}"));
     sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
-    let flipped = sparsec_ir::text::parse_func("l", &flipped_src).unwrap();
-    let e = emit_mlir(&flipped).unwrap_err().to_string();
-    assert!(e.contains("exchange data through memory"), "{e}");
     let text = emit_mlir(&f).unwrap();
     assert!(text.contains("workgroup(") && text.contains("#gpu.address_space<workgroup>"), "{text}");
-    // (LLVM forwards each thread's own store to its load, so the PTX may keep no `.shared`.)
+    assert!(text.contains("gpu.barrier"), "{text}");
     let ptx = emit_ptx(&f, "sm_80").unwrap();
-    assert!(ptx.contains(".entry"), "{ptx}");
-    // The CPU path runs it like any local buffer; GPU emulation refuses shared memory.
+    assert!(ptx.contains(".shared") && barriers(&ptx) >= 1, "{ptx}");
+    ptxas("shared_flip", &ptx, "sm_80");
     let mut args = sparsec_ir::data::Args::new();
     args.array("a", sparsec_ir::data::Array::F32((0..64).map(|i| i as f32).collect()))
         .array("b", sparsec_ir::data::Array::F32(vec![0.0; 64]))
         .int("n", 2);
-    let got = sparsec_backend_mlir::run_cpu(&f, &args).unwrap();
-    assert_eq!(got.arrays["b"], sparsec_interp::run(&f, &args).unwrap().arrays["b"]);
+    let want = sparsec_interp::run(&f, &args).unwrap().arrays["b"].clone();
+    assert_eq!(sparsec_backend_mlir::run_cpu(&f, &args).unwrap().arrays["b"], want);
     let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
-    let e = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap_err();
-    assert!(matches!(e, sparsec_backend_mlir::MlirError::Unsupported(_)), "{e}");
+    let k = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+    let mut out = args.clone();
+    k.run(&mut out).unwrap();
+    assert_eq!(out.arrays["b"], want);
 }
 
 /// A loop bound to blockIdx.y with more iterations than the grid allows (70,000 > 65,535)

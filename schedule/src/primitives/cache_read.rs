@@ -48,15 +48,15 @@ impl Schedule {
     pub fn cache_read(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
-        let (site, buf, dims, guard) = self.cache_plan(&g, "cache_read", block, buffer, at, false)?;
+        let crate::cache::CachePlan { site, start, buf, dims, guard } = self.cache_plan(&g, "cache_read", block, buffer, at, false)?;
         let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
         let name = Self::unique_block_name(&g, &format!("{}_{}", g.buffers[buf].name, scope.name()));
         let mut fresh = Fresh::at(&g, &site);
         let copy = Self::build_copy(&mut g, &mut fresh, name.clone(), buf, cache, &dims, guard.as_ref(), true);
         let body = Self::site_body(&mut g, &site, at.id())?;
-        redirect(body, buf, cache, &dims);
-        body.insert(0, copy);
-        body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
+        redirect(&mut body[start..], buf, cache, &dims);
+        body.insert(start, copy);
+        body.insert(start, Stmt::new(StmtKind::Alloc(cache)));
         self.commit("cache_read", g)?;
         let rv = self.new_rv(Target::Block(name));
         self.record(CacheRead { block, buffer: buffer.into(), scope, at: at.id() }, vec![rv]);

@@ -42,12 +42,12 @@ impl Primitive for CacheWrite {
 
 impl Schedule {
     /// Writes the region of `buffer` that the body of `at` accesses through a cache in
-    /// `scope`: the body starts by copying the region in, works on the cache, and ends by
-    /// copying it back. `block` (inside `at`) must write `buffer`. Returns the write-back block.
+    /// `scope`: the body starts by copying the region in (unless its first access stores the
+    /// whole one-point region), works on the cache, and ends by copying it back. `block` (inside `at`) must write `buffer`. Returns the write-back block.
     pub fn cache_write(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
-        let (site, buf, dims, guard) = self.cache_plan(&g, "cache_write", block, buffer, at, true)?;
+        let crate::cache::CachePlan { site, start, buf, dims, guard } = self.cache_plan(&g, "cache_write", block, buffer, at, true)?;
         let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
         let base = format!("{}_{}", g.buffers[buf].name, scope.name());
         let load_name = Self::unique_block_name(&g, &base);
@@ -60,9 +60,13 @@ impl Schedule {
         };
         let store = Self::build_copy(&mut g, &mut fresh, store_name.clone(), buf, cache, &dims, guard.as_ref(), false);
         let body = Self::site_body(&mut g, &site, at.id())?;
-        redirect(body, buf, cache, &dims);
-        body.insert(0, load);
-        body.insert(0, Stmt::new(StmtKind::Alloc(cache)));
+        // An accumulator whose first act is its `init` needs no copy in.
+        let dead = crate::cache::overwrites_point(&body[start], buf, &dims);
+        redirect(&mut body[start..], buf, cache, &dims);
+        if !dead {
+            body.insert(start, load);
+        }
+        body.insert(start, Stmt::new(StmtKind::Alloc(cache)));
         body.push(store);
         self.commit("cache_write", g)?;
         let rv = self.new_rv(Target::Block(store_name));
