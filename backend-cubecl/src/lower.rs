@@ -245,10 +245,13 @@ impl<'f, G: Gen> Walker<'f, G> {
         // them, which only control flow that every unit of the cube takes may hold.
         let plan = sparsec_ir::sync::list_sync(self.func, stmts, uniform, self.plan.uses_shared)
             .or_else(|e| unsupported(e.to_string()))?;
+        let storage = matches!(plan, sparsec_ir::sync::ListSync::AroundThreadNests { storage: true });
+        let barrier = |g: &mut G| if storage { g.sync_storage() } else { g.sync() };
+        if plan.opens(stmts) {
+            barrier(g)?;
+        }
         for s in stmts {
             let sync = plan.fences(s);
-            let storage = matches!(plan, sparsec_ir::sync::ListSync::AroundThreadNests { storage: true });
-            let barrier = |g: &mut G| if storage { g.sync_storage() } else { g.sync() };
             if sync {
                 barrier(g)?;
             }

@@ -790,6 +790,9 @@ impl<'c, 'f> Tr<'c, 'f> {
             None => sparsec_ir::sync::ListSync::None,
         };
         let barrier = fences != sparsec_ir::sync::ListSync::None && self.sync.as_ref().is_some_and(|k| !k.phased);
+        if barrier && fences.opens(list) {
+            self.emit(b, "gpu.barrier", &[], &[], &[])?;
+        }
         let mut i = 0;
         while i < list.len() {
             let s = &list[i];

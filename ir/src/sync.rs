@@ -5,7 +5,8 @@
 //! statement writes global memory beside thread-bound nests, or two thread-bound nests
 //! exchange data through memory), or when the kernel uses shared memory. Then every statement
 //! of the list that holds a thread-bound loop is fenced by a barrier before and after it
-//! ([`list_sync`]). A barrier may only stand where control flow is *uniform*: every unit of the
+//! ([`list_sync`]), and a list that neither starts nor ends with such a statement opens with
+//! one ([`ListSync::opens`]: a loop body runs again right after its end). A barrier may only stand where control flow is *uniform*: every unit of the
 //! block reaches it. [`Uniformity`] tracks that while a backend walks a kernel.
 
 use crate::expr::Expr;
@@ -41,6 +42,15 @@ impl ListSync {
     /// Whether a barrier fences `s`, a statement of the list.
     pub fn fences(self, s: &Stmt) -> bool {
         matches!(self, ListSync::AroundThreadNests { .. }) && has_thread_loop(s)
+    }
+
+    /// Whether a barrier opens the list `stmts`: neither its first nor its last statement is
+    /// fenced, so when the list is a loop body, units still running the end of one iteration
+    /// (a write-back of shared memory) would race with units starting the next (its copy-in).
+    pub fn opens(self, stmts: &[Stmt]) -> bool {
+        matches!(self, ListSync::AroundThreadNests { .. })
+            && stmts.first().is_some_and(|s| !has_thread_loop(s))
+            && stmts.last().is_some_and(|s| !has_thread_loop(s))
     }
 }
 

@@ -165,7 +165,8 @@ fn random_programs_agree_with_the_interpreter() {
                 *reasons.entry(r).or_insert(0usize) += 1;
             }
             Outcome::Failure(why) => {
-                failures.push(format!("seed {seed} (non_finite: {}): {why}\n{}", opts.non_finite, to_reproducer(&case)))
+                let schedule = sparsec_testkit::schedules::random_schedule_of(&f1).map(|(_, t)| t.join("; ")).unwrap_or_default();
+                failures.push(format!("seed {seed} (non_finite: {}): {why}\n# random schedule: {schedule}\n{}", opts.non_finite, to_reproducer(&case)))
             }
             _ => other += 1,
         }

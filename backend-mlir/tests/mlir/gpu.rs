@@ -99,6 +99,42 @@ fn redundant_writes_beside_thread_loops_are_fenced_by_barriers() {
     emulated_csrmm_agrees("zeroing beside the thread nest", &f);
 }
 
+/// A shared cache of a row (copied in and written back by every unit) around a thread nest,
+/// in a serial loop over rows: besides the barriers around the nest, one opens the loop body,
+/// so no unit copies the next row in while another still writes this one back
+/// (`sparsec_ir::sync::ListSync::opens`; fuzzer seed 9109907 on wgpu).
+#[test]
+fn a_loop_body_around_a_thread_nest_opens_with_a_barrier() {
+    use sparsec_ir::{Scope, ThreadTag};
+    let src = include_str!("../../../backend-cubecl/tests/fuzz_regressions/shared_cache_reused_across_serial_iterations.sptir");
+    // GPU allocations need a constant size: the reproducer's n = 6 in the axes.
+    let fixed = src.replace("dense_fixed(n)", "dense_fixed(6)");
+    let f1 = sparsec_ir::text::parse_func("r.sptir", &fixed).unwrap_or_else(|e| panic!("{e}"));
+    let mut sch = sparsec_schedule::Schedule::new(f1.clone()).unwrap();
+    sch.lower_sparse_iter().unwrap();
+    let b = sch.get_block("it_70").unwrap();
+    let l = sch.get_loops(b).unwrap();
+    sch.cache_write(b, "D", Scope::Shared, l[0]).unwrap();
+    sch.bind(l[1], ThreadTag::ThreadIdxY).unwrap();
+    sch.lower_sparse_buffer().unwrap();
+    let f = sch.into_func();
+    let mlir = emit_mlir(&f).unwrap();
+    // The row loop's body: a barrier, the copy-in, the fenced nest, the write-back.
+    let body = &mlir[mlir.find("scf.for").expect("the row loop")..];
+    let copy_in = body.find("scf.if").expect("the copy-in");
+    assert!(body[..copy_in].contains("gpu.barrier"), "{mlir}");
+    assert_eq!(body.matches("gpu.barrier").count(), 4, "three in the body, one after the loop: {mlir}");
+    ptxas("shared_row_loop", &emit_ptx(&f, "sm_90").unwrap(), "sm_90");
+    let (cols, data) = sparsec_testkit::fuzz::parse_reproducer(src).unwrap();
+    let args = sparsec_testkit::fuzz::build_args(&f1, &cols, &data).unwrap();
+    let want = sparsec_interp::run(&f1, &args).unwrap();
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let k = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+    let mut out = args.clone();
+    k.run(&mut out).unwrap();
+    assert_eq!(out.arrays["d"], want.arrays["d"]);
+}
+
 /// Two nests over `threadIdx.x` with different mappings exchange C through memory: a barrier
 /// orders them; with the same mapping each thread meets only its own elements (no barrier).
 #[test]
