@@ -76,6 +76,19 @@ fn golden_csrmm_schedules() {
     insta::assert_snapshot!("auto_gpu_csrmm", sparsec::ir::text::print_func(&gpu));
 }
 
+/// bsrmm's nest `i, bi, bj, f` has a reduction loop between spatial ones: the GPU default
+/// moves `f` above `bj` and fuses `i, bi, f` over the units, so every output element gets a
+/// unit and only `bj` and the nonzero blocks stay serial in it.
+#[test]
+fn gpu_units_cover_every_output_element_of_bsrmm() {
+    let gpu = auto::gpu_schedule(&common::workload("bsrmm"), 32).unwrap();
+    let text = sparsec::ir::text::print_func(&gpu);
+    let bound: Vec<String> = text.lines().filter(|l| l.contains("threadIdx.x(")).map(|l| l.trim().to_string()).collect();
+    assert!(bound.iter().any(|l| l.starts_with("for i_bi_f_fused_1 in threadIdx.x")), "{text}");
+    let under = &text[text.find("for i_bi_f_fused_1").unwrap()..];
+    assert!(!under.contains("for f in serial"), "{text}");
+}
+
 #[test]
 fn reduction_outer_loops_stay_serial() {
     // The row loop of a reduction over rows drives a reduce iterator: it must not be bound.

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 #[derive(Debug, thiserror::Error)]
 pub enum LowerError {
     /// A construct or type the backend cannot express.
-    #[error("{0}")]
+    #[error("unsupported by the CubeCL backend: {0}")]
     Unsupported(String),
 }
 

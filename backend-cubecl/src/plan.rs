@@ -21,7 +21,7 @@ pub enum PlanError {
     #[error("the CubeCL backend takes a Stage-III function, found Stage {0}")]
     NotStageIII(sparsec_ir::Stage),
     /// A construct the backend cannot express.
-    #[error("{0}")]
+    #[error("unsupported by the CubeCL backend: {0}")]
     Unsupported(String),
 }
 

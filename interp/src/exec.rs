@@ -145,6 +145,10 @@ impl<'f> Machine<'f> {
         let prev = self.vars[f.var.index()];
         // The unit index this loop sets, when observed.
         let unit = self.observer.as_ref().and_then(|o| unit_slot(f.kind).map(|k| (k, o.unit[k])));
+        let unrolled = f.kind == sparsec_ir::ForKind::Unrolled && self.observer.is_some();
+        if let (true, Some(o)) = (unrolled, &mut self.observer) {
+            o.unrolled.push(0);
+        }
         for i in 0..extent.max(0) {
             self.tick(span)?;
             let x = min.checked_add(i).ok_or_else(|| InterpError::BadSize {
@@ -155,7 +159,15 @@ impl<'f> Machine<'f> {
             if let (Some((k, _)), Some(o)) = (unit, &mut self.observer) {
                 o.unit[k] = x;
             }
+            if let (true, Some(o)) = (unrolled, &mut self.observer) {
+                if let Some(last) = o.unrolled.last_mut() {
+                    *last = i as u32;
+                }
+            }
             self.exec_list(&f.body)?;
+        }
+        if let (true, Some(o)) = (unrolled, &mut self.observer) {
+            o.unrolled.pop();
         }
         self.vars[f.var.index()] = prev;
         if let (Some((k, old)), Some(o)) = (unit, &mut self.observer) {

@@ -22,7 +22,9 @@
 //! [`Access::site`] is that number, so the same expression of the IR always has the same
 //! site whatever the data. [`Access::depth`] is how many loads deep the address is: 1 plus
 //! the largest depth of a load (of any buffer, on-chip ones included) inside the access's
-//! indices; `B[J_indices[J_indptr[vi] + vj] * feat + vk]` has depth 3.
+//! indices; `B[J_indices[J_indptr[vi] + vj] * feat + vk]` has depth 3. Inside `unrolled`
+//! loops each iteration is a copy of the code, so its accesses get sites of their own: the
+//! site of the IR plus the number of sites times one more than the iteration's ordinal.
 
 use sparsec_ir::{Expr, Func, ForKind, Scope, Stmt, StmtKind, Storage, ThreadTag};
 use std::collections::HashMap;
@@ -83,6 +85,8 @@ pub(crate) struct Observer<'o> {
     pub(crate) unit: [i64; 6],
     /// The top-level statement being executed.
     pub(crate) stmt: usize,
+    /// The iterations of the enclosing `unrolled` loops, outermost first.
+    pub(crate) unrolled: Vec<u32>,
 }
 
 impl<'o> Observer<'o> {
@@ -111,7 +115,7 @@ impl<'o> Observer<'o> {
                 });
             }
         });
-        Observer { sink, sites, global, unit: [0; 6], stmt: 0 }
+        Observer { sink, sites, global, unit: [0; 6], stmt: 0, unrolled: Vec::new() }
     }
 
     /// Reports an access of element `index` of buffer `buffer` by the IR node at `node`
@@ -122,6 +126,9 @@ impl<'o> Observer<'o> {
         // Nodes outside the function's body (none in practice) are numbered when first seen.
         let (site, depth) =
             *self.sites.entry(node).or_insert_with(|| (next, 1 + indices.iter().map(load_depth).max().unwrap_or(0)));
+        // A copy of the code per unrolled iteration (ordinals of nested loops mixed in).
+        let copy = self.unrolled.iter().fold(0u32, |c, &i| c.wrapping_mul(31).wrapping_add(i + 1));
+        let site = site.wrapping_add((self.sites.len() as u32).wrapping_mul(copy));
         let u = self.unit;
         (self.sink)(&Access {
             stmt: self.stmt,

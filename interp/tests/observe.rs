@@ -109,3 +109,24 @@ func count(t: handle, n: i32) stage III {
     assert!(seen.iter().all(|x| x.kind == AccessKind::Atomic && x.kind.writes()));
     assert_eq!(seen.iter().map(|x| x.block[0]).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
 }
+
+/// Each iteration of an `unrolled` loop is a copy of the code: its accesses have sites of
+/// their own, distinct between iterations and from the serial loop's single site.
+#[test]
+fn unrolled_iterations_are_sites_of_their_own() {
+    let sites = |kind: &str| {
+        let src = SRC.replace("for p in serial(", &format!("for p in {kind}("));
+        let f = parse(&src);
+        let mut seen: Vec<Access> = Vec::new();
+        run_observed(&f, &args(), &Options::default(), &mut |a| seen.push(*a)).unwrap();
+        // The loads of A by unit (block 0, thread 0): row 0's two nonzeros.
+        let a = seen.iter().filter(|x| x.block[0] == 0 && x.thread[0] == 0 && x.buffer == 0).map(|x| x.site).collect::<Vec<_>>();
+        assert_eq!(a.len(), 2);
+        a
+    };
+    let serial = sites("serial");
+    assert_eq!(serial[0], serial[1]);
+    let unrolled = sites("unrolled");
+    assert_ne!(unrolled[0], unrolled[1]);
+    assert!(!unrolled.contains(&serial[0]));
+}

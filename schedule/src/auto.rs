@@ -66,6 +66,9 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
         return Err(ScheduleError::NonPositiveFactor { factor: threads });
     }
     for nest in nests(sch.func()) {
+        spatial_outward(sch, &nest.block)?;
+    }
+    for nest in nests(sch.func()) {
         if nest.independent {
             // Rows over blocks and features over the lanes of a warp where the nest allows.
             let mut trial = sch.clone();
@@ -81,6 +84,48 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
             sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
             registers(sch, &nest.block)?;
         }
+    }
+    Ok(())
+}
+
+/// Moves the spatial loops of a perfect nest above its reduction loops (bsrmm's `i, bi, bj,
+/// f` becomes `i, bi, f, bj`), so the fused parallel part covers every output element and
+/// each unit keeps its reduction serial, in the same order. Where `reorder` refuses (an
+/// extent that depends on a loop moved below it), the nest stays as it was.
+fn spatial_outward(sch: &mut Schedule, block: &str) -> Result<()> {
+    // The perfect chain from the outermost loop, and which of its loops drive only spatial
+    // iterators of the nest's first blocks (read from the IR: the trace records nothing
+    // unless a reorder is made).
+    let f = sch.func();
+    let top = f.body.iter().find_map(|s| match &s.kind {
+        StmtKind::For(l) if first_blocks(&l.body).first().is_some_and(|x| x.name == block) => Some(l),
+        _ => None,
+    });
+    let Some(mut cur) = top else { return Ok(()) };
+    let mut spatial = Vec::new();
+    loop {
+        let firsts = first_blocks(&cur.body);
+        spatial.push(cur.kind == sparsec_ir::ForKind::Serial && !firsts.is_empty() && firsts.iter().all(|x| drives_only_spatial(x, cur.var)));
+        match cur.body.as_slice() {
+            [Stmt { kind: StmtKind::For(inner), .. }] => cur = inner,
+            _ => break,
+        }
+    }
+    let Some(r) = spatial.iter().position(|s| !s) else { return Ok(()) };
+    if !spatial[r..].iter().any(|s| *s) {
+        return Ok(());
+    }
+    let before = sch.clone();
+    let b = sch.get_block(block)?;
+    let loops = sch.get_loops(b)?;
+    if loops.len() < spatial.len() {
+        *sch = before;
+        return Ok(());
+    }
+    let chain = &loops[..spatial.len()];
+    let order: Vec<_> = chain.iter().zip(&spatial).filter(|(_, s)| **s).chain(chain.iter().zip(&spatial).filter(|(_, s)| !**s)).map(|(l, _)| *l).collect();
+    if sch.reorder(&order).is_err() {
+        *sch = before;
     }
     Ok(())
 }
@@ -130,13 +175,20 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
 /// Units of a warp: the lanes that share a row in [`lanes`].
 pub const WARP: i64 = 32;
 
+/// Features each lane accumulates per walk of a row's nonzeros in [`lanes`] (registers):
+/// one walk covers `COARSEN * WARP` features, as GE-SpMM's coarsening does.
+pub const COARSEN: i64 = 4;
+
 /// GE-SpMM's shape for a row nest (`nest.depth == 1`) whose row loop holds one block, every
 /// block inside which sits in a feature loop (a serial loop driving only spatial iterators,
 /// [`vector_candidates`]) of one common extent: the row loop goes to `blockIdx.x`, each
 /// feature loop is split by [`WARP`] with the inner part on `threadIdx.x` (the same mapping
 /// for every block, so no barrier is needed) and moved outside the loops between it and the
-/// row (the nonzeros), and a block that only accumulates keeps its output in a register
-/// (`cache_write` to local scope at the lane loop). `Ok(false)` when the nest has another
+/// row (the nonzeros). A block that only accumulates is coarsened: its feature loop is split
+/// into walks, [`COARSEN`] features per lane and the lanes, and the `COARSEN` loop goes inside
+/// the nonzero loop, so one walk reads each nonzero once for `COARSEN * WARP` features, which
+/// stay in registers (a strided `cache_write` to local scope at the lane loop; the loop and
+/// the copies unrolled). `Ok(false)` when the nest has another
 /// shape, `Err` when a primitive refuses; the caller then keeps the schedule as it was.
 fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
     if nest.depth != 1 {
@@ -184,28 +236,98 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
             }
         }
         let Some(p) = at else { return Ok(false) };
-        let parts = sch.split(loops[p], &[None, Some(WARP)])?;
-        if p > 0 {
-            let mut chain = parts.clone();
+        let coarse = accumulates && p > 0;
+        let (lane, per_lane) = if coarse {
+            let parts = sch.split(loops[p], &[None, Some(COARSEN), Some(WARP)])?;
+            let mut chain = vec![parts[0], parts[2]];
             chain.extend_from_slice(&loops[..p]);
+            chain.push(parts[1]);
             sch.reorder(&chain)?;
-        }
-        sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
-        if accumulates && p > 0 {
+            (parts[2], Some(parts[1]))
+        } else {
+            let parts = sch.split(loops[p], &[None, Some(WARP)])?;
+            if p > 0 {
+                let mut chain = parts.clone();
+                chain.extend_from_slice(&loops[..p]);
+                sch.reorder(&chain)?;
+            }
+            (parts[1], None)
+        };
+        sch.bind(lane, ThreadTag::ThreadIdxX)?;
+        if let Some(per_lane) = per_lane {
             let k = order.iter().position(|n| *n == name).unwrap_or(0);
             for buf in &written[k] {
-                // Only a one-element cache (a register); otherwise, or where the primitive
-                // refuses, the accumulation stays in memory.
+                // Only a cache of `COARSEN` elements indexed by the unrolled loop (registers);
+                // otherwise, or where the primitive refuses, the accumulation stays in memory.
                 let before = sch.clone();
-                let one = sch.cache_write(b, buf, sparsec_ir::Scope::Local, parts[1]).is_ok()
-                    && sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == sparsec_ir::Layout::Dense(vec![Expr::i32(1)]));
-                if !one {
-                    *sch = before;
+                let regs = sparsec_ir::Layout::Dense(vec![Expr::i32(COARSEN)]);
+                let cached = match sch.cache_write(b, buf, sparsec_ir::Scope::Local, lane) {
+                    Ok(back) if sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == regs) => Some(back),
+                    _ => None,
+                };
+                match cached {
+                    Some(back) => unroll_copies(sch, back, per_lane)?,
+                    None => *sch = before,
+                }
+            }
+            // What the block reads once per nonzero (its value, its column) is read into a
+            // register before the per-lane loop.
+            if let Some(&nonzero) = loops[..p].last() {
+                let reads: Vec<String> = {
+                    let f = sch.func();
+                    let mut names = Vec::new();
+                    walk_stmts(&f.body, &mut |s| {
+                        if let StmtKind::Block(blk) = &s.kind {
+                            if blk.name == name {
+                                for r in &blk.reads {
+                                    let n = f.buffers[r.buffer].name.clone();
+                                    if f.buffers[r.buffer].storage != sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local) && !names.contains(&n) {
+                                        names.push(n);
+                                    }
+                                }
+                            }
+                        }
+                    });
+                    names
+                };
+                for buf in reads {
+                    let before = sch.clone();
+                    let b = sch.get_block(&name)?;
+                    let one = sch.cache_read(b, &buf, sparsec_ir::Scope::Local, nonzero).is_ok()
+                        && sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == sparsec_ir::Layout::Dense(vec![Expr::i32(1)]));
+                    if !one {
+                        *sch = before;
+                    }
                 }
             }
         }
     }
     Ok(true)
+}
+
+/// Unrolls the loop `per_lane` and the loops of the copies into and out of the register cache
+/// whose write-back block is `back`, so every cache index is a constant (a register).
+fn unroll_copies(sch: &mut Schedule, back: BlockRv, per_lane: crate::schedule::LoopRv) -> Result<()> {
+    sch.unroll(per_lane)?;
+    let cache = sch.func().buffers.iter().last().map(|(h, _)| h);
+    let mut copies = Vec::new();
+    walk_stmts(&sch.func().body, &mut |s| {
+        if let StmtKind::Block(b) = &s.kind {
+            if b.writes.iter().any(|r| Some(r.buffer) == cache) && b.body.len() == 1 && b.iters.len() == 1 {
+                copies.push(b.name.clone());
+            }
+        }
+    });
+    let mut blocks = vec![back];
+    for name in copies {
+        blocks.push(sch.get_block(&name)?);
+    }
+    for b in blocks {
+        if let Some(&l) = sch.get_loops(b)?.last() {
+            sch.unroll(l)?;
+        }
+    }
+    Ok(())
 }
 
 /// Stage-I part of the GPU default (see the module documentation). Returns whether some

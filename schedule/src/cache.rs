@@ -3,8 +3,11 @@
 //! A cache is a dense buffer in another memory scope (shared or local) that stands in for the
 //! region of a buffer that a loop or block body accesses. The region is found per dimension:
 //! an index that every access writes the same way with variables bound outside the body is a
-//! point; any other dimension is taken whole (its extent must be fixed per row). The copy
-//! nests are ordinary loops and blocks, so they can be split and bound like any other.
+//! point; an index that is such a point plus a multiple of the variable of a serial loop of
+//! constant extent inside the body is strided (one element per iteration of that loop, which
+//! indexes the cache: a few registers per unit); any other dimension is taken whole (its
+//! extent must be fixed per row). The copy nests are ordinary loops and blocks, so they can be
+//! split and bound like any other.
 
 use crate::error::ScheduleError;
 use crate::schedule::{stale, BlockRv, LoopRv, Schedule, Target};
@@ -55,6 +58,91 @@ pub(crate) enum Dim {
     Point(Expr),
     /// The whole dimension, of this extent.
     Whole(Expr),
+    /// A dimension of a different extent in every row: cacheable only where the block's
+    /// bindings make it a point at the site; otherwise the plan fails with this error.
+    Ragged(Box<ScheduleError>),
+    /// `base + stride * var` for `var` the variable of a serial loop in the body running
+    /// `0..count`: the cache holds `count` elements, indexed by `var`.
+    Strided {
+        /// The index at `var = 0`, fixed at the site.
+        base: Expr,
+        /// The step between two elements, fixed at the site.
+        stride: Expr,
+        /// The loop variable inside the body.
+        var: VarId,
+        /// The loop's (constant) extent.
+        count: i64,
+    },
+}
+
+impl Dim {
+    /// Whether the dimension has a cache index of its own (whole or strided).
+    fn kept(&self) -> bool {
+        !matches!(self, Dim::Point(_))
+    }
+
+    /// The cache index of an access whose index in this dimension is `e`.
+    fn cache_index(&self, e: Expr) -> Expr {
+        match self {
+            Dim::Strided { var, .. } => Expr::Var(*var),
+            _ => e,
+        }
+    }
+}
+
+/// The most elements a strided dimension keeps (per unit, as registers).
+const MAX_STRIDED: i64 = 16;
+
+/// `e` as `base + coef * v` (`base` and `coef` free of `v`), if it is affine in `v`.
+fn affine_in(g: &Func, e: &Expr, v: VarId) -> Option<(Expr, Expr)> {
+    let dt = g.expr_dtype(e);
+    let has = |x: &Expr| crate::reduction::vars_of(x).contains(&v);
+    let r = match e {
+        Expr::Var(x) if *x == v => (int(0, dt), int(1, dt)),
+        x if !has(x) => (x.clone(), int(0, dt)),
+        Expr::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
+            let ((ba, ca), (bb, cb)) = (affine_in(g, a, v)?, affine_in(g, b, v)?);
+            (Expr::binary(*op, ba, bb), Expr::binary(*op, ca, cb))
+        }
+        Expr::Binary(BinOp::Mul, a, b) if !has(b) => {
+            let (ba, ca) = affine_in(g, a, v)?;
+            (Expr::binary(BinOp::Mul, ba, (**b).clone()), Expr::binary(BinOp::Mul, ca, (**b).clone()))
+        }
+        Expr::Binary(BinOp::Mul, a, b) if !has(a) => {
+            let (bb, cb) = affine_in(g, b, v)?;
+            (Expr::binary(BinOp::Mul, (**a).clone(), bb), Expr::binary(BinOp::Mul, (**a).clone(), cb))
+        }
+        _ => return None,
+    };
+    Some((sparsec_passes::simplify::simplify_expr(r.0), sparsec_passes::simplify::simplify_expr(r.1)))
+}
+
+/// `vars` without the loop variables of the strided dimensions of `dims`.
+fn free_of_strides(vars: &HashSet<VarId>, dims: &[Dim]) -> HashSet<VarId> {
+    let mut free = vars.clone();
+    for d in dims {
+        if let Dim::Strided { var, .. } = d {
+            free.remove(var);
+        }
+    }
+    free
+}
+
+/// Serial loops inside `body` that start at 0 and run a constant number of times (at most
+/// [`MAX_STRIDED`]), by variable.
+fn constant_loops(body: &[Stmt]) -> std::collections::HashMap<VarId, i64> {
+    let mut out = std::collections::HashMap::new();
+    walk_stmts(body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            let serial = matches!(l.kind, ForKind::Serial | ForKind::Unrolled);
+            if let (true, Some(0), Some(n)) = (serial, l.min.as_int(), l.extent.as_int()) {
+                if (1..=MAX_STRIDED).contains(&n) {
+                    out.insert(l.var, n);
+                }
+            }
+        }
+    });
+    out
 }
 
 /// What a cache rewrite needs, from [`Schedule::cache_plan`].
@@ -153,6 +241,14 @@ fn collect_uses(
                 write_conds.push(conds.clone());
             }
         }
+        // A block's regions name its own iterators: they are bound first.
+        if let StmtKind::Block(blk) = &s.kind {
+            for it in &blk.iters {
+                let value = it.binding.clone().substitute(env);
+                u.iters.insert(it.var, (value.clone(), it.extent.clone().substitute(env)));
+                env.insert(it.var, value);
+            }
+        }
         for e in s.kind.exprs() {
             e.walk(&mut |x| match x {
                 Expr::Load(buf, idx) if *buf == b => {
@@ -165,13 +261,6 @@ fn collect_uses(
             });
         }
         match &s.kind {
-            StmtKind::Block(blk) => {
-                for it in &blk.iters {
-                    let value = it.binding.clone().substitute(env);
-                    u.iters.insert(it.var, (value.clone(), it.extent.clone().substitute(env)));
-                    env.insert(it.var, value);
-                }
-            }
             StmtKind::If { cond, then_body, else_body } => {
                 let c = cond.clone().substitute(env);
                 conds.push(c.clone());
@@ -221,8 +310,7 @@ fn non_negative(g: &Func, e: &Expr) -> bool {
 /// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
 pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
     let pick = |idx: Vec<Expr>| -> Vec<Expr> {
-        let kept: Vec<Expr> =
-            idx.into_iter().zip(dims).filter(|(_, d)| matches!(d, Dim::Whole(_))).map(|(e, _)| e).collect();
+        let kept: Vec<Expr> = idx.into_iter().zip(dims).filter(|(_, d)| d.kept()).map(|(e, d)| d.cache_index(e)).collect();
         if kept.is_empty() {
             vec![Expr::i32(0)]
         } else {
@@ -246,8 +334,15 @@ pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &
             for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
                 if r.buffer == from {
                     r.buffer = to;
-                    let kept: Vec<_> =
-                        std::mem::take(&mut r.ranges).into_iter().zip(dims).filter(|(_, d)| matches!(d, Dim::Whole(_))).map(|(x, _)| x).collect();
+                    let kept: Vec<_> = std::mem::take(&mut r.ranges)
+                        .into_iter()
+                        .zip(dims)
+                        .filter(|(_, d)| d.kept())
+                        .map(|(x, d)| match d {
+                            Dim::Strided { var, .. } => sparsec_ir::RegionRange { begin: Expr::Var(*var), end: None },
+                            _ => x,
+                        })
+                        .collect();
                     r.ranges = if kept.is_empty() {
                         vec![sparsec_ir::RegionRange { begin: Expr::i32(0), end: None }]
                     } else {
@@ -307,11 +402,11 @@ impl Schedule {
                             AxisKind::DenseFixed => a.length.clone(),
                             AxisKind::SparseFixed => a.nnz.clone().unwrap_or(Expr::i32(0)),
                             _ => {
-                                return Err(ScheduleError::UncacheableRegion {
+                                return Ok(Dim::Ragged(Box::new(ScheduleError::UncacheableRegion {
                                     buffer: b.name.clone(),
                                     dim: d,
                                     reason: format!("axis `{}` has a different length in every row", a.name),
-                                })
+                                })))
                             }
                         }
                     }
@@ -356,9 +451,24 @@ impl Schedule {
         let mut iters = Vec::new();
         let mut buf_idx = Vec::new();
         let mut cache_idx = Vec::new();
+        // A strided dimension's loop variable inside the body stands for the copy's.
+        let mut lanes: std::collections::HashMap<VarId, Expr> = std::collections::HashMap::new();
         for (d, dim) in dims.iter().enumerate() {
             match dim {
+                // Never planned: `cache_plan` refuses it.
+                Dim::Ragged(_) => {}
                 Dim::Point(e) => buf_idx.push(e.clone()),
+                Dim::Strided { base, stride, var, count } => {
+                    let dt = g.vars[*var].dtype;
+                    let lv = g.add_var(fresh.name(&format!("ax{d}")), dt);
+                    let bv = g.add_var(fresh.name(&format!("v_ax{d}")), dt);
+                    loops.push((lv, int(*count, dt)));
+                    iters.push(BlockIter { var: bv, kind: IterKind::Spatial, extent: int(*count, dt), binding: Expr::Var(lv) });
+                    let at = Expr::binary(BinOp::Add, base.clone(), Expr::binary(BinOp::Mul, stride.clone(), Expr::Var(bv)));
+                    buf_idx.push(sparsec_passes::simplify::simplify_expr(at));
+                    cache_idx.push(Expr::Var(bv));
+                    lanes.insert(*var, Expr::Var(lv));
+                }
                 Dim::Whole(extent) => {
                     let dt = g.expr_dtype(extent);
                     let lv = g.add_var(fresh.name(&format!("ax{d}")), dt);
@@ -389,6 +499,11 @@ impl Schedule {
             body: vec![copy],
             attrs: Attrs::new(),
         }));
+        // With strided dimensions the guard may name their loops: it holds per element.
+        let inner = guard.filter(|_| !lanes.is_empty());
+        if let Some(cond) = inner {
+            s = Stmt::new(StmtKind::If { cond: cond.clone().substitute(&lanes), then_body: vec![s], else_body: vec![] });
+        }
         for (var, extent) in loops.into_iter().rev() {
             let d = g.vars[var].dtype;
             s = Stmt::new(StmtKind::For(For {
@@ -401,8 +516,8 @@ impl Schedule {
             }));
         }
         match guard {
-            Some(cond) => Stmt::new(StmtKind::If { cond: cond.clone(), then_body: vec![s], else_body: vec![] }),
-            None => s,
+            Some(cond) if lanes.is_empty() => Stmt::new(StmtKind::If { cond: cond.clone(), then_body: vec![s], else_body: vec![] }),
+            _ => s,
         }
     }
 
@@ -465,8 +580,12 @@ impl Schedule {
             return Err(ScheduleError::BufferNotAccessed { buffer: buffer.to_string(), primitive });
         }
         let dims = Self::cache_region(g, buf, &all, &vars, &bufs)?;
-        let (site, buf, dims, guard) = Self::sharpen(g, site, buf, dims, &uses, in_block, &all, &vars, &bufs)?;
-        let guard = Self::conditions(g, buf, &dims, &uses, &vars, &bufs, guard)?;
+        let lanes = constant_loops(body);
+        let (site, buf, dims, guard) = Self::sharpen(g, site, buf, dims, &uses, in_block, &all, &vars, &bufs, &lanes)?;
+        if let Some(Dim::Ragged(e)) = dims.iter().find(|d| matches!(d, Dim::Ragged(_))) {
+            return Err((**e).clone());
+        }
+        let guard = Self::conditions(g, buf, &dims, &uses, &all, !written_only_here, &vars, &bufs, guard)?;
         if written_only_here {
             Self::check_owned_write_back(g, &site, buf, &dims)?;
         }
@@ -486,21 +605,42 @@ impl Schedule {
         all: &[Vec<Expr>],
         vars: &HashSet<VarId>,
         bufs: &HashSet<BufferId>,
+        lanes: &std::collections::HashMap<VarId, i64>,
     ) -> Result<(Path, BufferId, Vec<Dim>, Option<Expr>)> {
         // When `block` holds every access, an index fixed by its iterators' bindings is a point
         // too (a feature of one thread): the copies then run where the block's domain holds.
         let in_block = in_block.unwrap_or_default();
         if in_block.reads.len() + in_block.writes.len() == all.len() {
             let at_site: Vec<Vec<Expr>> = uses.reads_at_site.iter().chain(&uses.writes_at_site).cloned().collect();
-            let sharp = Self::cache_region(g, buf, &at_site, vars, bufs)?;
+            let mut sharp = Self::cache_region(g, buf, &at_site, vars, bufs)?;
+            // A whole dimension indexed by a point plus a multiple of a short serial loop's
+            // variable inside the body is strided.
+            for (d, dim) in sharp.iter_mut().enumerate() {
+                let first = &at_site[0][d];
+                if !matches!(dim, Dim::Whole(_)) || !at_site.iter().all(|a| &a[d] == first) {
+                    continue;
+                }
+                let mut inner: Vec<VarId> = Vec::new();
+                for v in crate::reduction::vars_of(first) {
+                    if vars.contains(&v) && !inner.contains(&v) {
+                        inner.push(v);
+                    }
+                }
+                let [v] = inner[..] else { continue };
+                let (Some(&count), Some((base, stride))) = (lanes.get(&v), affine_in(g, first, v)) else { continue };
+                if !depends_on(&base, vars, bufs) && !depends_on(&stride, vars, bufs) && stride.as_int() != Some(0) {
+                    *dim = Dim::Strided { base, stride, var: v, count };
+                }
+            }
+            let free = free_of_strides(vars, &sharp);
             let mut within: Vec<Expr> = Vec::new();
             for (d, dim) in sharp.iter().enumerate() {
-                if !matches!((dim, &dims[d]), (Dim::Point(_), Dim::Whole(_))) {
+                if !matches!((dim, &dims[d]), (Dim::Point(_) | Dim::Strided { .. }, Dim::Whole(_) | Dim::Ragged(_))) {
                     continue;
                 }
                 for v in all.iter().flat_map(|a| crate::reduction::vars_of(&a[d])) {
                     let Some((binding, extent)) = uses.iters.get(&v) else { continue };
-                    if depends_on(binding, vars, bufs) || depends_on(extent, vars, bufs) {
+                    if depends_on(binding, &free, bufs) || depends_on(extent, vars, bufs) {
                         return Ok((site, buf, dims, None));
                     }
                     let dt = g.expr_dtype(binding);
@@ -524,23 +664,39 @@ impl Schedule {
     /// `guard` and the conditions under which the body accesses a point of the region: the
     /// copies of a point must run only where the body would reach it (an index may leave the
     /// buffer where a condition fails). Every access must then run under the same conditions,
-    /// known at the site.
+    /// known at the site. A read cache skips a condition that only keeps a block iterator
+    /// that no access names in its domain (a split's predicate, decided in the body): every
+    /// access reads the same elements whatever it decides.
     #[allow(clippy::too_many_arguments)]
     fn conditions(
         g: &Func,
         buf: BufferId,
         dims: &[Dim],
         uses: &Uses,
+        all: &[Vec<Expr>],
+        read_only: bool,
         vars: &HashSet<VarId>,
         bufs: &HashSet<BufferId>,
         guard: Option<Expr>,
     ) -> Result<Option<Expr>> {
-        let Some(point) = dims.iter().position(|d| matches!(d, Dim::Point(_))) else { return Ok(guard) };
-        let first = &uses.conds[0];
-        if first.is_empty() && uses.conds.iter().all(Vec::is_empty) {
+        let Some(point) = dims.iter().position(|d| !matches!(d, Dim::Whole(_))) else { return Ok(guard) };
+        let named: HashSet<VarId> = all.iter().flatten().flat_map(crate::reduction::vars_of).collect();
+        let domain_only = |c: &Expr| {
+            read_only
+                && depends_on(c, vars, bufs)
+                && crate::reduction::vars_of(c).iter().all(|v| !named.contains(v))
+                && uses.iters.iter().any(|(v, (binding, extent))| {
+                    !named.contains(v) && *c == Expr::binary(BinOp::Lt, binding.clone(), extent.clone())
+                })
+        };
+        let conds: Vec<Vec<Expr>> = uses.conds.iter().map(|cs| cs.iter().filter(|c| !domain_only(c)).cloned().collect()).collect();
+        let first = &conds[0];
+        if first.is_empty() && conds.iter().all(Vec::is_empty) {
             return Ok(guard);
         }
-        if uses.conds.iter().any(|c| c != first) || first.iter().any(|c| depends_on(c, vars, bufs)) {
+        // A condition may name a strided dimension's loop: the copies test it per element.
+        let free = free_of_strides(vars, dims);
+        if conds.iter().any(|c| c != first) || first.iter().any(|c| depends_on(c, &free, bufs)) {
             return Err(ScheduleError::UncacheableRegion {
                 buffer: g.buffers[buf].name.clone(),
                 dim: point,
@@ -590,7 +746,7 @@ impl Schedule {
                 }
             }
         }
-        if dims.iter().all(|d| matches!(d, Dim::Point(_))) {
+        if dims.iter().all(|d| !matches!(d, Dim::Whole(_))) {
             // Exactly the elements the body writes, which the loop's own proof keeps apart.
             return Ok(());
         }
@@ -606,8 +762,8 @@ impl Schedule {
         let points: Vec<Vec<VarId>> = dims
             .iter()
             .filter_map(|d| match d {
-                Dim::Point(e) => Some(crate::reduction::vars_of(&e.clone().substitute(&env))),
-                Dim::Whole(_) => None,
+                Dim::Point(e) | Dim::Strided { base: e, .. } => Some(crate::reduction::vars_of(&e.clone().substitute(&env))),
+                Dim::Whole(_) | Dim::Ragged(_) => None,
             })
             .collect();
         for s in chain {
@@ -631,8 +787,14 @@ impl Schedule {
     /// Adds the cache buffer and returns it.
     pub(crate) fn add_cache_buffer(g: &mut Func, buf: BufferId, scope: Scope, dims: &[Dim]) -> BufferId {
         let b = g.buffers[buf].clone();
-        let mut shape: Vec<Expr> =
-            dims.iter().filter_map(|d| if let Dim::Whole(e) = d { Some(e.clone()) } else { None }).collect();
+        let mut shape: Vec<Expr> = dims
+            .iter()
+            .filter_map(|d| match d {
+                Dim::Whole(e) => Some(e.clone()),
+                Dim::Strided { count, .. } => Some(Expr::i32(*count)),
+                Dim::Point(_) | Dim::Ragged(_) => None,
+            })
+            .collect();
         if shape.is_empty() {
             shape.push(Expr::i32(1));
         }

@@ -160,3 +160,31 @@ fn fused_sddmm_accumulates_in_a_register_after_the_lets() {
     assert_eq!(back.replay(&original).unwrap().text(), f.text());
     differential("fused_sddmm", &workload("fused_sddmm"), f.func(), Agree::Exactly);
 }
+
+/// csrmm coarsened as GE-SpMM: features split into walks of 4 × 32, the lanes outside the
+/// nonzeros and the 4 inside; C's elements of one lane over the 4 are a strided region, kept
+/// in a 4-element local cache indexed by the inner loop (registers once it is unrolled), with
+/// the copies guarded per element where the feature count is not a multiple of 128.
+#[test]
+fn csrmm_coarsened_lanes_accumulate_in_a_strided_register_cache() {
+    let mut sch = sched2("csrmm");
+    let l = loops(&mut sch, "csrmm1");
+    let (j, k) = (l[0], l[1]);
+    let parts = sch.split(k, &[None, Some(4), Some(32)]).unwrap();
+    sch.reorder(&[parts[0], parts[2], j, parts[1]]).unwrap();
+    sch.bind(parts[2], ThreadIdxX).unwrap();
+    let inner = sch.get_block("csrmm1").unwrap();
+    let back = sch.cache_write(inner, "C", Scope::Local, parts[2]).unwrap_or_else(|e| panic!("{e}"));
+    sch.unroll(parts[1]).unwrap();
+    let ax = *sch.get_loops(back).unwrap().last().unwrap();
+    sch.unroll(ax).unwrap();
+    // The value and the column of a nonzero, read once for the 4 features: the split's
+    // predicate on the features does not decide which element they read.
+    for buf in ["A", "J_indices"] {
+        let inner = sch.get_block("csrmm1").unwrap();
+        sch.cache_read(inner, buf, Scope::Local, j).unwrap_or_else(|e| panic!("{buf}: {e}"));
+    }
+    insta::assert_snapshot!("csrmm_cache_write_strided", sch.text());
+    replays("csrmm", &sch);
+    differential("csrmm", &workload("csrmm"), sch.func(), Agree::Exactly);
+}

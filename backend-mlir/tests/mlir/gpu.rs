@@ -160,15 +160,7 @@ fn register_accumulators_are_per_thread() {
     let mut sch = sparsec_testkit::schedules::csrmm_register_accumulator();
     sch.lower_sparse_buffer().unwrap();
     let f = sch.into_func();
-    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
-    let kernel = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
-    for (mname, m) in sparsec_testkit::generated_matrices() {
-        let case = sparsec_testkit::workloads::case("csrmm", &m, &mut sparsec_testkit::Rng::new(5)).unwrap();
-        let mut out = case.args.clone();
-        kernel.run(&mut out).unwrap_or_else(|e| panic!("{mname}: {e}"));
-        let got = sparsec_testkit::output_f32(&out, "c");
-        sparsec_testkit::assert_close(&format!("csrmm, register accumulator, emulated, on {mname}"), &got, &case.expected[0].1, 1e-4);
-    }
+    emulated_csrmm_agrees("register accumulator", &f);
     let ptx = emit_ptx(&f, "sm_90").unwrap();
     let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
     let inner = loops.iter().map(|l| l.join("\n")).find(|l| l.contains("mul.rn.f32") || l.contains("fma.rn.f32")).unwrap_or_else(|| panic!("no loop multiplies:\n{ptx}"));
@@ -317,6 +309,23 @@ fn default_gpu_schedule_fuses_multiply_adds() {
         for l in &arith {
             assert!(!l.contains("mul.rn.f32"), "{name}: an unfused multiply in an innermost loop:\n{l}");
         }
+    }
+}
+
+/// csrmm under the default GPU schedule walks a row's nonzeros once for 4 × 32 features: the
+/// innermost loop loads the nonzero's value and column once and B once per feature, does 4
+/// FMAs into registers and stores nothing (1.5 global loads per multiply); no spills, no stack.
+#[test]
+fn default_csrmm_kernel_reads_each_nonzero_once_per_walk() {
+    let ptx = emit_ptx(&gpu_auto("csrmm"), "sm_90").unwrap();
+    let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
+    let stats: Vec<sparsec_nvidia::LoopStats> = loops.iter().map(|l| sparsec_nvidia::LoopStats::of(l)).collect();
+    let inner = stats.iter().find(|s| s.fmas > 0).unwrap_or_else(|| panic!("no loop multiplies:\n{ptx}"));
+    assert_eq!(inner.fmas, sparsec_schedule::auto::COARSEN as usize, "{ptx}");
+    assert_eq!((inner.global_stores, inner.atomics, inner.float_muls), (0, 0, 0), "{ptx}");
+    assert!(inner.global_loads * 2 <= inner.fmas * 3, "{} loads for {} FMAs:\n{ptx}", inner.global_loads, inner.fmas);
+    for r in ptxas("csrmm_coarsened", &ptx, "sm_90") {
+        assert_eq!((r.spills, r.stack), (0, 0), "{r:?}");
     }
 }
 

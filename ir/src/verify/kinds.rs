@@ -32,9 +32,11 @@ pub(super) struct Points<'f> {
     init: Option<&'f [Stmt]>,
     /// The body.
     body: &'f [Stmt],
-    /// Buffers private to the values of some iterators (allocated inside the loops that
-    /// drive them), with those iterators' bits.
-    private: HashMap<BufferId, Deps>,
+    /// Buffers allocated inside some of the loops that drive an iterator: per buffer, each
+    /// such iterator's bit with the loops of its binding inside the allocation. A store to
+    /// the buffer indexed by each of those loop variables (a whole index each) is private to
+    /// every value of the iterator (registers of one lane over a serial loop).
+    private: HashMap<BufferId, Vec<(Deps, Vec<VarId>)>>,
     /// Sparse iterations: the coordinate range of each iterator (its axis's length), for
     /// proving that a store's indices determine the spatial iterators. Empty for blocks,
     /// whose bindings are checked instead.
@@ -42,6 +44,15 @@ pub(super) struct Points<'f> {
 }
 
 impl<'f> Points<'f> {
+    /// The iterators to whose every value a store to `buffer` at `idx` is private.
+    fn private_bits(&self, buffer: BufferId, idx: &[Expr]) -> Deps {
+        let Some(entries) = self.private.get(&buffer) else { return 0 };
+        entries
+            .iter()
+            .filter(|(_, inside)| inside.iter().all(|v| idx.iter().any(|e| *e == Expr::Var(*v))))
+            .fold(0, |d, (bit, _)| d | bit)
+    }
+
     fn of_sp_iter(it: &'f SpIter, f: &Func) -> Option<Self> {
         let len = |a: &AxisId| f.axes.try_get(*a).map(|x| x.length.clone());
         let spans = it
@@ -141,25 +152,28 @@ impl<'f> Verifier<'f> {
         role: &dyn Fn(VarId) -> Role,
         loop_allocs: &[(BufferId, Vec<VarId>)],
     ) {
-        // A buffer allocated inside the loops that a spatial iterator's binding reads is
-        // private to each of its values: stores to it need not depend on that iterator.
+        // A store to a buffer allocated inside loops that a spatial iterator's binding reads
+        // is private to each of its values when every other loop of the binding (inside the
+        // allocation) indexes the store directly: it need not depend on that iterator.
         let private = loop_allocs
             .iter()
             .map(|(buf, loops)| {
-                let bits = b.iters.iter().enumerate().filter(|(_, it)| {
-                    let mut inside = true;
+                let entries = b.iters.iter().enumerate().filter_map(|(k, it)| {
                     let mut any = false;
+                    let mut inside: Vec<VarId> = Vec::new();
                     it.binding.walk(&mut |x| {
                         if let Expr::Var(v) = x {
                             if matches!(role(*v), Role::Free(_)) {
                                 any = true;
-                                inside &= loops.contains(v);
+                                if !loops.contains(v) && !inside.contains(v) {
+                                    inside.push(*v);
+                                }
                             }
                         }
                     });
-                    any && inside
+                    any.then_some((1 << k, inside))
                 });
-                (*buf, bits.fold(0 as Deps, |d, (k, _)| d | 1 << k))
+                (*buf, entries.collect())
             })
             .collect();
         let p = Points {
@@ -264,7 +278,7 @@ impl<'f> Verifier<'f> {
             if t.local.contains(&buffer) {
                 continue;
             }
-            let written = t.indices(idx) | it.private.get(&buffer).copied().unwrap_or(0);
+            let written = t.indices(idx) | it.private_bits(buffer, idx);
             let missing = spatial & !written;
             // A store indexed by a reduction iterator is reported as such elsewhere.
             if missing != 0 && written & !spatial == 0 {
