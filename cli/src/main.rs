@@ -277,7 +277,7 @@ fn gpu_report_estimated(
     let Some(Peer::Gespmm) = peer else { return Ok(()) };
     let start = std::time::Instant::now();
     let csr = spmm_operands(f, &matrix.0, &args, &result)?;
-    let ptx = nvrtc("gespmm", include_str!("../../nvidia/peer/gespmm.cu"), chip)?;
+    let ptx = sparsec_nvidia::nvrtc("gespmm", include_str!("../../nvidia/peer/gespmm.cu"), chip)?;
     let mut collector = Collector::new();
     estimate::gespmm_trace(&csr.indptr, &csr.indices, csr.feat, &mut |a| collector.record(a));
     let traffic: BTreeMap<String, Traffic> =
@@ -391,32 +391,6 @@ fn spmm_operands(
     Ok(SpmmOperands { indptr, indices, feat })
 }
 
-/// Compiles CUDA C++ to PTX for `chip` with NVIDIA's NVRTC, through `scripts/nvrtc` (built
-/// into this binary) and `python3` with PyPI's `nvidia-cuda-nvrtc-cu12`.
-fn nvrtc(name: &str, cuda: &str, chip: &str) -> Result<String, Box<dyn std::error::Error>> {
-    use std::process::{Command, Stdio};
-    let dir = std::env::temp_dir().join(format!("sparsec-nvrtc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let (src, ptx) = (dir.join(format!("{name}.cu")), dir.join(format!("{name}_{chip}.ptx")));
-    std::fs::write(&src, cuda)?;
-    let mut child = Command::new("python3")
-        .args(["-", "--arch", chip])
-        .arg(&src)
-        .arg(&ptx)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("running python3 for NVRTC: {e}"))?;
-    child.stdin.take().ok_or("python3's stdin")?.write_all(include_str!("../../scripts/nvrtc").as_bytes())?;
-    let done = child.wait_with_output()?;
-    let text = std::fs::read_to_string(&ptx);
-    let _ = std::fs::remove_dir_all(&dir);
-    if !done.status.success() {
-        return Err(format!("NVRTC could not compile {name} for {chip}:\n{}", String::from_utf8_lossy(&done.stderr).trim()).into());
-    }
-    Ok(text?)
-}
 
 fn main() -> ExitCode {
     // Mesa's Vulkan loader prints `error: XDG_RUNTIME_DIR is invalid or not set` on every

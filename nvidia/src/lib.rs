@@ -1,6 +1,7 @@
 //! NVIDIA's offline toolchain, for checking emitted GPU code without a GPU: finding it (PyPI's
 //! `nvidia-cuda-nvcc-cu12`, which `scripts/install-deps` installs, or a CUDA install),
-//! assembling PTX with `ptxas` and reading its report, and the innermost loops of a PTX text
+//! assembling PTX with `ptxas` and reading its report, compiling CUDA C++ with NVRTC
+//! ([`nvrtc`]), and the innermost loops of a PTX text
 //! with what each iteration does ([`LoopStats`]). Used by the MLIR backend (libdevice), the
 //! tests and `sparsec gpu-report`.
 
@@ -27,6 +28,16 @@ pub enum NvidiaError {
         /// The target.
         chip: String,
         /// ptxas's messages.
+        log: String,
+    },
+    /// NVRTC (or the Python that runs it) refused the CUDA source.
+    #[error("NVRTC could not compile {name} for {chip}:\n{log}")]
+    NvrtcRefused {
+        /// The source's name.
+        name: String,
+        /// The target.
+        chip: String,
+        /// NVRTC's messages.
         log: String,
     },
 }
@@ -81,6 +92,46 @@ pub fn ptxas(name: &str, ptx: &str, chip: &str) -> Result<Vec<EntryReport>, Nvid
         return Err(NvidiaError::Refused { chip: chip.to_string(), log });
     }
     Ok(parse_report(&log))
+}
+
+/// Compiles CUDA C++ to PTX for `chip` with NVRTC: `scripts/nvrtc` (built into this crate)
+/// run by `python3` with PyPI's `nvidia-cuda-nvrtc-cu12`, which `scripts/install-deps`
+/// installs. `name` names the scratch files.
+pub fn nvrtc(name: &str, cuda: &str, chip: &str) -> Result<String, NvidiaError> {
+    use std::io::Write;
+    use std::process::Stdio;
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sparsec-nvrtc-{}-{n}", std::process::id()));
+    let io = |what: String| move |source| NvidiaError::Io { what, source };
+    std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+    let (src, ptx) = (dir.join(format!("{name}_{chip}.cu")), dir.join(format!("{name}_{chip}.ptx")));
+    let run = || -> Result<std::process::Output, NvidiaError> {
+        std::fs::write(&src, cuda).map_err(io(format!("writing {}", src.display())))?;
+        let mut child = Command::new("python3")
+            .args(["-", "--arch", chip])
+            .arg(&src)
+            .arg(&ptx)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io("running python3 for NVRTC".to_string()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(include_str!("../../scripts/nvrtc").as_bytes()).map_err(io("writing to python3".to_string()))?;
+        }
+        child.wait_with_output().map_err(io("running python3 for NVRTC".to_string()))
+    };
+    let out = run();
+    let text = std::fs::read_to_string(&ptx);
+    // The scratch folder goes whatever happened.
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    if !out.status.success() {
+        let log = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(NvidiaError::NvrtcRefused { name: name.to_string(), chip: chip.to_string(), log });
+    }
+    text.map_err(io(format!("reading NVRTC's PTX for {name}")))
 }
 
 fn run_ptxas(root: &Path, chip: &str, cubin: &Path, ptx: &Path) -> std::io::Result<std::process::Output> {

@@ -160,16 +160,28 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
     });
     for (name, written) in found {
         for buf in written {
-            let before = sch.clone();
-            let (b, at) = (sch.get_block(&name)?, sch.get_block(outer)?);
-            let one = sch.cache_write(b, &buf, sparsec_ir::Scope::Local, at).is_ok()
-                && sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == sparsec_ir::Layout::Dense(vec![Expr::i32(1)]));
-            if !one {
-                *sch = before;
-            }
+            register_cache(sch, 1, |s| {
+                let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
+                s.cache_write(b, &buf, sparsec_ir::Scope::Local, at)
+            });
         }
     }
     Ok(())
+}
+
+/// Applies `cache` (a `cache_read` or `cache_write` to local scope) and keeps it only when it
+/// succeeds with a cache of `elements` elements (registers); otherwise the schedule stays as
+/// it was. Returns the block the primitive returned.
+fn register_cache(sch: &mut Schedule, elements: i64, cache: impl FnOnce(&mut Schedule) -> Result<BlockRv>) -> Option<BlockRv> {
+    let before = sch.clone();
+    let regs = sparsec_ir::Layout::Dense(vec![Expr::i32(elements)]);
+    match cache(sch) {
+        Ok(b) if sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == regs) => Some(b),
+        _ => {
+            *sch = before;
+            None
+        }
+    }
 }
 
 /// Units of a warp: the lanes that share a row in [`lanes`].
@@ -259,15 +271,8 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
             for buf in &written[k] {
                 // Only a cache of `COARSEN` elements indexed by the unrolled loop (registers);
                 // otherwise, or where the primitive refuses, the accumulation stays in memory.
-                let before = sch.clone();
-                let regs = sparsec_ir::Layout::Dense(vec![Expr::i32(COARSEN)]);
-                let cached = match sch.cache_write(b, buf, sparsec_ir::Scope::Local, lane) {
-                    Ok(back) if sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == regs) => Some(back),
-                    _ => None,
-                };
-                match cached {
-                    Some(back) => unroll_copies(sch, back, per_lane)?,
-                    None => *sch = before,
+                if let Some(back) = register_cache(sch, COARSEN, |s| s.cache_write(b, buf, sparsec_ir::Scope::Local, lane)) {
+                    unroll_copies(sch, back, per_lane)?;
                 }
             }
             // What the block reads once per nonzero (its value, its column) is read into a
@@ -291,13 +296,10 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
                     names
                 };
                 for buf in reads {
-                    let before = sch.clone();
-                    let b = sch.get_block(&name)?;
-                    let one = sch.cache_read(b, &buf, sparsec_ir::Scope::Local, nonzero).is_ok()
-                        && sch.func().buffers.iter().last().is_some_and(|(_, c)| c.layout == sparsec_ir::Layout::Dense(vec![Expr::i32(1)]));
-                    if !one {
-                        *sch = before;
-                    }
+                    register_cache(sch, 1, |s| {
+                        let b = s.get_block(&name)?;
+                        s.cache_read(b, &buf, sparsec_ir::Scope::Local, nonzero)
+                    });
                 }
             }
         }

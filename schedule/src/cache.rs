@@ -96,7 +96,7 @@ const MAX_STRIDED: i64 = 16;
 /// `e` as `base + coef * v` (`base` and `coef` free of `v`), if it is affine in `v`.
 fn affine_in(g: &Func, e: &Expr, v: VarId) -> Option<(Expr, Expr)> {
     let dt = g.expr_dtype(e);
-    let has = |x: &Expr| crate::reduction::vars_of(x).contains(&v);
+    let has = |x: &Expr| x.uses_var(v);
     let r = match e {
         Expr::Var(x) if *x == v => (int(0, dt), int(1, dt)),
         x if !has(x) => (x.clone(), int(0, dt)),
