@@ -66,9 +66,14 @@ fn the_scheduled_hyb_program_computes_csrmm() {
         let want = sparsec::interp::run(&csrmm, &case.args).unwrap();
         let mut args = case.args.clone();
         sparsec::formats::bind_hyb(&mut args, &hyb).unwrap();
-        let got = sparsec::interp::run(sch.func(), &args).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let (g, w) = (common::output_f32(&got, "c"), common::output_f32(&want, "c"));
-        common::assert_close(&format!("hyb on {name}"), &g, &w, 1e-5);
+        // The shipped schedule, and the GPU default (bucket nonzeros over cubes, features
+        // over the lanes of a warp).
+        let auto = sparsec::schedule::auto::gpu_schedule(&decomposed(&widths), 128).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (what, f) in [("trace", sch.func()), ("auto gpu", &auto)] {
+            let got = sparsec::interp::run(f, &args).unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+            let (g, w) = (common::output_f32(&got, "c"), common::output_f32(&want, "c"));
+            common::assert_close(&format!("hyb ({what}) on {name}"), &g, &w, 1e-5);
+        }
         ran += 1;
     }
     assert!(ran >= 14, "ran on {ran} matrices");

@@ -200,7 +200,8 @@ pub const COARSEN: i64 = 4;
 /// into walks, [`COARSEN`] features per lane and the lanes, and the `COARSEN` loop goes inside
 /// the nonzero loop, so one walk reads each nonzero once for `COARSEN * WARP` features, which
 /// stay in registers (a strided `cache_write` to local scope at the lane loop; the loop and
-/// the copies unrolled). `Ok(false)` when the nest has another
+/// the copies unrolled); a block before it that only stores into what it accumulates (its
+/// `init`) joins its lanes ([`join_lanes`]) and fills the registers. `Ok(false)` when the nest has another
 /// shape, `Err` when a primitive refuses; the caller then keeps the schedule as it was.
 fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
     if nest.depth != 1 {
@@ -235,10 +236,28 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
         .map(|b| b.writes.iter().filter_map(|r| f.buffers.try_get(r.buffer)).map(|x| x.name.clone()).collect())
         .collect();
     let order: Vec<String> = inner.iter().map(|b| b.name.clone()).collect();
+    // A block that only stores what an accumulating block later adds to (its `init`): it
+    // joins the accumulation's lanes, so the register cache starts from it (no copy in).
+    let inits: Vec<(String, String)> = features
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| !x.3)
+        .filter_map(|(k, x)| {
+            let mine = &written[order.iter().position(|n| *n == x.0)?];
+            let acc = features[k + 1..].iter().find(|y| y.3 && written[order.iter().position(|n| *n == y.0).unwrap_or(0)] == *mine)?;
+            (!mine.is_empty()).then(|| (x.0.clone(), acc.0.clone()))
+        })
+        .collect();
+    let mut joined: Vec<String> = Vec::new();
+    // Accumulations first, so an init is still untouched when one tries to join it.
+    features.sort_by_key(|x| inits.iter().any(|(i, _)| *i == x.0));
     let b = sch.get_block(&nest.block)?;
     let row_loop = sch.get_loops(b)?[0];
     sch.bind(row_loop, ThreadTag::BlockIdxX)?;
     for (name, var, _, accumulates) in features {
+        if joined.contains(&name) {
+            continue;
+        }
         let b = sch.get_block(&name)?;
         let loops = sch.get_loops(b)?;
         let mut at = None;
@@ -267,6 +286,14 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
         };
         sch.bind(lane, ThreadTag::ThreadIdxX)?;
         if let Some(per_lane) = per_lane {
+            let init = inits.iter().find(|(_, acc)| *acc == name).map(|(i, _)| i.clone());
+            if let Some(init) = init {
+                let mut trial = sch.clone();
+                if join_lanes(&mut trial, &init, lane).is_ok() {
+                    *sch = trial;
+                    joined.push(init);
+                }
+            }
             let k = order.iter().position(|n| *n == name).unwrap_or(0);
             for buf in &written[k] {
                 // Only a cache of `COARSEN` elements indexed by the unrolled loop (registers);
@@ -307,8 +334,21 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
     Ok(true)
 }
 
+/// Splits the feature loop of `init` as the accumulation's (`COARSEN` per lane, `WARP`
+/// lanes) and moves it under the accumulation's lane loop `lane`: each lane then stores the
+/// elements it accumulates just before its walk of the nonzeros.
+fn join_lanes(sch: &mut Schedule, init: &str, lane: crate::schedule::LoopRv) -> Result<()> {
+    let b = sch.get_block(init)?;
+    let loops = sch.get_loops(b)?;
+    let k = *loops.last().ok_or_else(|| ScheduleError::NotAPerfectNest { primitive: "auto::gpu", block: init.into() })?;
+    let parts = sch.split(k, &[None, Some(COARSEN), Some(WARP)])?;
+    sch.reorder(&[parts[0], parts[2], parts[1]])?;
+    sch.compute_at(b, lane)
+}
+
 /// Unrolls the loop `per_lane` and the loops of the copies into and out of the register cache
-/// whose write-back block is `back`, so every cache index is a constant (a register).
+/// whose write-back block is `back` (and of an `init` storing into it), so every cache index
+/// is a constant (a register).
 fn unroll_copies(sch: &mut Schedule, back: BlockRv, per_lane: crate::schedule::LoopRv) -> Result<()> {
     sch.unroll(per_lane)?;
     let cache = sch.func().buffers.iter().last().map(|(h, _)| h);
@@ -423,11 +463,14 @@ pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
 /// binding no thread) is bound to `blockIdx.y`, or to `blockIdx.x` when the nest binds
 /// none, provided nothing outside it in the nest writes global memory (every cube runs that
 /// part again). One unit then never walks the whole loop: GPU drivers cap a unit's loop
-/// iterations (lavapipe: 65,535), and a serial walk is slow anyway.
+/// iterations (lavapipe: 65,535), and a serial walk is slow anyway. In a nest that binds no
+/// thread, the loop's one feature loop (if it allocates nothing) is then split by [`WARP`]
+/// over `threadIdx.x`, so a cube is a warp rather than a single unit.
 pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
     sch.need_loop_stage("auto::spread_atomic")?;
     let f = sch.func();
-    let mut targets: Vec<(String, VarId, ThreadTag)> = Vec::new();
+    // (the loop's first block, its variable, the tag, a feature loop inside it to put on lanes)
+    let mut targets: Vec<(String, VarId, ThreadTag, Option<String>)> = Vec::new();
     for top in &f.body {
         if !matches!(top.kind, StmtKind::For(_)) {
             continue;
@@ -450,19 +493,52 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
         let Some(l) = spreadable_loop(f, top) else { continue };
         let Some(block) = first_blocks(&l.body).first().map(|b| b.name.clone()) else { continue };
         let tag = if tags.contains(&ThreadTag::BlockIdxX) { ThreadTag::BlockIdxY } else { ThreadTag::BlockIdxX };
-        targets.push((block, l.var, tag));
+        let threads = tags.iter().any(|t| matches!(t, ThreadTag::ThreadIdxX | ThreadTag::ThreadIdxY | ThreadTag::ThreadIdxZ));
+        targets.push((block, l.var, tag, if threads { None } else { lane_loop(&l.body) }));
     }
-    for (block, var, tag) in targets {
+    for (block, var, tag, lanes) in targets {
         let b = sch.get_block(&block)?;
         for lp in sch.get_loops(b)? {
             if sch.loop_var(lp)? == var {
                 // A loop the primitive refuses stays serial.
-                let _ = sch.bind(lp, tag);
+                if sch.bind(lp, tag).is_ok() {
+                    if let Some(inner) = lanes {
+                        // Features over the lanes of a warp (hyb's bucket kernels), where the
+                        // primitives allow; otherwise one unit per cube walks them.
+                        let mut trial = sch.clone();
+                        let on_lanes = (|| -> Result<bool> {
+                            let ib = trial.get_block(&inner)?;
+                            let Some(&k) = trial.get_loops(ib)?.last() else { return Ok(false) };
+                            let parts = trial.split(k, &[None, Some(WARP)])?;
+                            trial.bind(parts[1], ThreadTag::ThreadIdxX)?;
+                            Ok(true)
+                        })();
+                        if on_lanes.unwrap_or(false) {
+                            *sch = trial;
+                        }
+                    }
+                }
                 break;
             }
         }
     }
     Ok(())
+}
+
+/// The block of the one loop in `body` when it is a feature loop ([`feature_block`]) and
+/// `body` allocates nothing (a unit's local buffers would be split across lanes).
+fn lane_loop(body: &[Stmt]) -> Option<String> {
+    let mut loops: Vec<Option<String>> = Vec::new();
+    let mut allocs = false;
+    walk_stmts(body, &mut |s| match &s.kind {
+        StmtKind::For(l) => loops.push(feature_block(l).map(|b| b.name.clone())),
+        StmtKind::Alloc(_) => allocs = true,
+        _ => {}
+    });
+    match loops.as_slice() {
+        [Some(name)] if !allocs => Some(name.clone()),
+        _ => None,
+    }
 }
 
 /// The outermost serial loop in `stmt` with scalar bounds whose iterations only add

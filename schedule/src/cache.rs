@@ -72,6 +72,10 @@ pub(crate) enum Dim {
         var: VarId,
         /// The loop's (constant) extent.
         count: i64,
+        /// Other loops of the body over `0..count` that index the same elements the same way
+        /// (an accumulator's `init` moved in beside it): each indexes the cache by its own
+        /// variable.
+        others: Vec<VarId>,
     },
 }
 
@@ -81,12 +85,33 @@ impl Dim {
         !matches!(self, Dim::Point(_))
     }
 
-    /// The cache index of an access whose index in this dimension is `e`.
-    fn cache_index(&self, e: Expr) -> Expr {
+    /// The cache index of an access whose index in this dimension is `e`, inside blocks whose
+    /// iterators have the values `env`.
+    fn cache_index(&self, e: Expr, env: &std::collections::HashMap<VarId, Expr>) -> Expr {
         match self {
-            Dim::Strided { var, .. } => Expr::Var(*var),
+            Dim::Strided { var, others, .. } => {
+                let e = e.substitute(env);
+                Expr::Var(others.iter().copied().find(|v| e.uses_var(*v)).unwrap_or(*var))
+            }
             _ => e,
         }
+    }
+}
+
+/// `e` with the other loop variables of the strided dimensions renamed to the dimension's own
+/// (so the accesses of an `init` and of the accumulation compare equal).
+fn canonical(dims: &[Dim], e: &Expr) -> Expr {
+    let map: std::collections::HashMap<VarId, Expr> = dims
+        .iter()
+        .flat_map(|d| match d {
+            Dim::Strided { var, others, .. } => others.iter().map(|o| (*o, Expr::Var(*var))).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    if map.is_empty() {
+        e.clone()
+    } else {
+        sparsec_passes::simplify::simplify_expr(e.clone().substitute(&map))
     }
 }
 
@@ -121,8 +146,11 @@ fn affine_in(g: &Func, e: &Expr, v: VarId) -> Option<(Expr, Expr)> {
 fn free_of_strides(vars: &HashSet<VarId>, dims: &[Dim]) -> HashSet<VarId> {
     let mut free = vars.clone();
     for d in dims {
-        if let Dim::Strided { var, .. } = d {
+        if let Dim::Strided { var, others, .. } = d {
             free.remove(var);
+            for o in others {
+                free.remove(o);
+            }
         }
     }
     free
@@ -175,12 +203,68 @@ fn mentions(s: &Stmt, b: BufferId) -> bool {
     named
 }
 
-/// Whether `s` (the first statement of a cache's body that mentions `buf`) stores the
-/// whole region, a single point, unconditionally and without reading `buf`: the copy into the
-/// cache would then be dead (an accumulator's `init`).
-pub(crate) fn overwrites_point(s: &Stmt, buf: BufferId, dims: &[Dim]) -> bool {
-    let point: Option<Vec<&Expr>> = dims.iter().map(|d| if let Dim::Point(e) = d { Some(e) } else { None }).collect();
-    let Some(point) = point else { return false };
+/// Whether `s` (the first statement of a cache's body that mentions `buf`) stores the whole
+/// region without reading `buf`, so the copy into the cache (under `guard`) would be dead (an
+/// accumulator's `init`): a single point, unconditionally; or, for a region strided over one
+/// dimension, a loop over its `0..count` storing each element under the copies' own guard.
+pub(crate) fn overwrites_region(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim], guard: Option<&Expr>) -> bool {
+    if dims.iter().all(|d| matches!(d, Dim::Point(_))) {
+        return overwrites_point(g, s, buf, dims, None);
+    }
+    let strided: Vec<usize> = (0..dims.len()).filter(|&d| matches!(dims[d], Dim::Strided { .. })).collect();
+    let (&[d], StmtKind::For(l)) = (&strided[..], &s.kind) else { return false };
+    let Dim::Strided { var, count, others, .. } = &dims[d] else { return false };
+    if dims.iter().any(|x| matches!(x, Dim::Whole(_) | Dim::Ragged(_)))
+        || !(l.var == *var || others.contains(&l.var))
+        || l.min.as_int() != Some(0)
+        || l.extent.as_int() != Some(*count)
+        || !matches!(l.kind, ForKind::Serial | ForKind::Unrolled)
+    {
+        return false;
+    }
+    let (cond, inner): (Option<&Expr>, &[Stmt]) = match l.body.as_slice() {
+        [Stmt { kind: StmtKind::If { cond, then_body, else_body }, .. }] if else_body.is_empty() => (Some(cond), then_body),
+        body => (None, body),
+    };
+    let [one] = inner else { return false };
+    // The stores run where the copies would: under the copies' guard, up to the storing
+    // block's own domain (its iterators lie within their extents whenever it runs).
+    let conjuncts = |e: Option<&Expr>| {
+        let mut out = Vec::new();
+        let mut todo: Vec<Expr> = e.map(|e| canonical(dims, e)).into_iter().collect();
+        while let Some(x) = todo.pop() {
+            match x {
+                Expr::Binary(BinOp::And, a, b) => todo.extend([*a, *b]),
+                x => out.push(x),
+            }
+        }
+        out
+    };
+    let (stores_under, copies_under) = (conjuncts(cond), conjuncts(guard));
+    let mut implied = stores_under.clone();
+    if let StmtKind::Block(b) = &one.kind {
+        for it in &b.iters {
+            let within = Expr::binary(BinOp::Lt, it.binding.clone(), it.extent.clone());
+            implied.push(canonical(dims, &sparsec_passes::simplify::simplify_expr(within)));
+        }
+    }
+    stores_under.iter().all(|c| copies_under.contains(c))
+        && copies_under.iter().all(|c| implied.contains(c))
+        && overwrites_point(g, one, buf, dims, Some(l.var))
+}
+
+/// Whether `s` stores, unconditionally and without reading `buf`, the point of `dims`: the
+/// strided dimension's element of loop variable `lane`, if any.
+fn overwrites_point(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim], lane: Option<VarId>) -> bool {
+    if dims.iter().any(|d| !matches!((d, lane), (Dim::Point(_), _) | (Dim::Strided { .. }, Some(_)))) {
+        return false;
+    }
+    // The index of dimension `d` is the region's point there.
+    let hits = |d: &Dim, i: &Expr| match (d, lane) {
+        (Dim::Point(e), _) => sparsec_passes::simplify::simplify_expr(i.clone()) == sparsec_passes::simplify::simplify_expr(e.clone()),
+        (Dim::Strided { base, stride, .. }, Some(v)) => affine_in(g, i, v).is_some_and(|(b, c)| b == *base && c == *stride),
+        _ => false,
+    };
     let (stmt, env) = match &s.kind {
         StmtKind::Block(b) if b.init.is_none() && b.body.len() == 1 => {
             (&b.body[0], b.iters.iter().map(|it| (it.var, it.binding.clone())).collect())
@@ -191,7 +275,7 @@ pub(crate) fn overwrites_point(s: &Stmt, buf: BufferId, dims: &[Dim]) -> bool {
         StmtKind::Store { buffer, indices, value } if *buffer == buf => {
             let mut reads = false;
             value.walk(&mut |x| reads |= matches!(x, Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) if *b == buf));
-            !reads && indices.len() == point.len() && indices.iter().zip(&point).all(|(i, p)| i.clone().substitute(&env) == **p)
+            !reads && indices.len() == dims.len() && indices.iter().zip(dims).all(|(i, d)| hits(d, &i.clone().substitute(&env)))
         }
         _ => false,
     }
@@ -309,8 +393,15 @@ fn non_negative(g: &Func, e: &Expr) -> bool {
 
 /// Replaces accesses to `from` by accesses to `to` at the whole dimensions of `dims`.
 pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim]) {
+    redirect_in(stmts, from, to, dims, &std::collections::HashMap::new());
+}
+
+/// [`redirect`] inside blocks whose iterators have the values `env` (a strided dimension's
+/// index is read through them to find its loop).
+fn redirect_in(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &[Dim], env: &std::collections::HashMap<VarId, Expr>) {
     let pick = |idx: Vec<Expr>| -> Vec<Expr> {
-        let kept: Vec<Expr> = idx.into_iter().zip(dims).filter(|(_, d)| d.kept()).map(|(e, d)| d.cache_index(e)).collect();
+        let kept: Vec<Expr> =
+            idx.into_iter().zip(dims).filter(|(_, d)| d.kept()).map(|(e, d)| d.cache_index(e, env)).collect();
         if kept.is_empty() {
             vec![Expr::i32(0)]
         } else {
@@ -330,7 +421,14 @@ pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &
                 *indices = pick(std::mem::take(indices));
             }
         }
+        let mut inner = env.clone();
         if let StmtKind::Block(b) = &mut s.kind {
+            // Indices name the block's iterators: read through their bindings, they show which
+            // loop of a strided dimension indexes the cache.
+            for it in &b.iters {
+                inner.insert(it.var, it.binding.clone().substitute(env));
+            }
+            let env = &inner;
             for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
                 if r.buffer == from {
                     r.buffer = to;
@@ -339,7 +437,9 @@ pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &
                         .zip(dims)
                         .filter(|(_, d)| d.kept())
                         .map(|(x, d)| match d {
-                            Dim::Strided { var, .. } => sparsec_ir::RegionRange { begin: Expr::Var(*var), end: None },
+                            Dim::Strided { .. } => {
+                                sparsec_ir::RegionRange { begin: d.cache_index(x.begin, env), end: None }
+                            }
                             _ => x,
                         })
                         .collect();
@@ -353,7 +453,7 @@ pub(crate) fn redirect(stmts: &mut [Stmt], from: BufferId, to: BufferId, dims: &
         }
         s.kind.map_exprs(&mut map_expr);
         for child in s.kind.child_lists_mut() {
-            redirect(child, from, to, dims);
+            redirect_in(child, from, to, dims, &inner);
         }
     }
 }
@@ -458,7 +558,7 @@ impl Schedule {
                 // Never planned: `cache_plan` refuses it.
                 Dim::Ragged(_) => {}
                 Dim::Point(e) => buf_idx.push(e.clone()),
-                Dim::Strided { base, stride, var, count } => {
+                Dim::Strided { base, stride, var, count, .. } => {
                     let dt = g.vars[*var].dtype;
                     let lv = g.add_var(fresh.name(&format!("ax{d}")), dt);
                     let bv = g.add_var(fresh.name(&format!("v_ax{d}")), dt);
@@ -610,48 +710,77 @@ impl Schedule {
         // When `block` holds every access, an index fixed by its iterators' bindings is a point
         // too (a feature of one thread): the copies then run where the block's domain holds.
         let in_block = in_block.unwrap_or_default();
-        if in_block.reads.len() + in_block.writes.len() == all.len() {
+        // Accesses outside `block` are allowed when they reach the same elements up to the
+        // loop of a strided dimension (an `init` moved in beside the accumulation), checked below.
+        let alone = in_block.reads.len() + in_block.writes.len() == all.len();
+        {
             let at_site: Vec<Vec<Expr>> = uses.reads_at_site.iter().chain(&uses.writes_at_site).cloned().collect();
             let mut sharp = Self::cache_region(g, buf, &at_site, vars, bufs)?;
             // A whole dimension indexed by a point plus a multiple of a short serial loop's
-            // variable inside the body is strided.
+            // variable inside the body is strided; each access may use a loop of its own.
             for (d, dim) in sharp.iter_mut().enumerate() {
-                let first = &at_site[0][d];
-                if !matches!(dim, Dim::Whole(_)) || !at_site.iter().all(|a| &a[d] == first) {
+                if !matches!(dim, Dim::Whole(_)) {
                     continue;
                 }
-                let mut inner: Vec<VarId> = Vec::new();
-                for v in crate::reduction::vars_of(first) {
-                    if vars.contains(&v) && !inner.contains(&v) {
-                        inner.push(v);
+                let mut form: Option<(Expr, Expr, i64)> = None;
+                let mut loops: Vec<VarId> = Vec::new();
+                let ok = at_site.iter().all(|a| {
+                    let mut inner: Vec<VarId> = Vec::new();
+                    for v in crate::reduction::vars_of(&a[d]) {
+                        if vars.contains(&v) && !inner.contains(&v) {
+                            inner.push(v);
+                        }
                     }
-                }
-                let [v] = inner[..] else { continue };
-                let (Some(&count), Some((base, stride))) = (lanes.get(&v), affine_in(g, first, v)) else { continue };
+                    let [v] = inner[..] else { return false };
+                    let (Some(&count), Some((base, stride))) = (lanes.get(&v), affine_in(g, &a[d], v)) else { return false };
+                    if !loops.contains(&v) {
+                        loops.push(v);
+                    }
+                    let this = (base, stride, count);
+                    form.get_or_insert_with(|| this.clone()) == &this
+                });
+                let Some((base, stride, count)) = form.filter(|_| ok) else { continue };
                 if !depends_on(&base, vars, bufs) && !depends_on(&stride, vars, bufs) && stride.as_int() != Some(0) {
-                    *dim = Dim::Strided { base, stride, var: v, count };
+                    *dim = Dim::Strided { base, stride, var: loops[0], count, others: loops[1..].to_vec() };
+                }
+            }
+            if !alone {
+                let renamed: Vec<Vec<Expr>> = at_site.iter().map(|a| a.iter().map(|e| canonical(&sharp, e)).collect()).collect();
+                let shared = sharp.iter().any(|d| matches!(d, Dim::Strided { others, .. } if !others.is_empty()));
+                if !shared || renamed.iter().any(|a| *a != renamed[0]) {
+                    return Ok((site, buf, dims, None));
                 }
             }
             let free = free_of_strides(vars, &sharp);
             let mut within: Vec<Expr> = Vec::new();
+            // The domain conditions of each access: with several blocks they must agree.
+            let mut each: Vec<Vec<Expr>> = vec![Vec::new(); all.len()];
             for (d, dim) in sharp.iter().enumerate() {
                 if !matches!((dim, &dims[d]), (Dim::Point(_) | Dim::Strided { .. }, Dim::Whole(_) | Dim::Ragged(_))) {
                     continue;
                 }
-                for v in all.iter().flat_map(|a| crate::reduction::vars_of(&a[d])) {
-                    let Some((binding, extent)) = uses.iters.get(&v) else { continue };
-                    if depends_on(binding, &free, bufs) || depends_on(extent, vars, bufs) {
-                        return Ok((site, buf, dims, None));
-                    }
-                    let dt = g.expr_dtype(binding);
-                    let low = (!non_negative(g, binding)).then(|| Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)));
-                    for c in low.into_iter().chain([Expr::binary(BinOp::Lt, binding.clone(), extent.clone())]) {
-                        let c = sparsec_passes::simplify::simplify_expr(c);
-                        if c != Expr::Bool(true) && !within.contains(&c) {
-                            within.push(c);
+                for (k, a) in all.iter().enumerate() {
+                    for v in crate::reduction::vars_of(&a[d]) {
+                        let Some((binding, extent)) = uses.iters.get(&v) else { continue };
+                        if depends_on(binding, &free, bufs) || depends_on(extent, vars, bufs) {
+                            return Ok((site, buf, dims, None));
+                        }
+                        let dt = g.expr_dtype(binding);
+                        let low = (!non_negative(g, binding)).then(|| Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)));
+                        for c in low.into_iter().chain([Expr::binary(BinOp::Lt, binding.clone(), extent.clone())]) {
+                            let c = canonical(&sharp, &sparsec_passes::simplify::simplify_expr(c));
+                            if c != Expr::Bool(true) && !within.contains(&c) {
+                                within.push(c.clone());
+                            }
+                            if c != Expr::Bool(true) && !each[k].contains(&c) {
+                                each[k].push(c);
+                            }
                         }
                     }
                 }
+            }
+            if !alone && each.iter().any(|c| c.len() != each[0].len() || c.iter().any(|x| !each[0].contains(x))) {
+                return Ok((site, buf, dims, None));
             }
             if sharp != dims {
                 let guard = within.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b));
@@ -689,7 +818,8 @@ impl Schedule {
                     !named.contains(v) && *c == Expr::binary(BinOp::Lt, binding.clone(), extent.clone())
                 })
         };
-        let conds: Vec<Vec<Expr>> = uses.conds.iter().map(|cs| cs.iter().filter(|c| !domain_only(c)).cloned().collect()).collect();
+        let conds: Vec<Vec<Expr>> =
+            uses.conds.iter().map(|cs| cs.iter().filter(|c| !domain_only(c)).map(|c| canonical(dims, c)).collect()).collect();
         let first = &conds[0];
         if first.is_empty() && conds.iter().all(Vec::is_empty) {
             return Ok(guard);

@@ -1,8 +1,9 @@
 //! The body of `compute_at` and `reverse_compute_at` (Stage II/III): moves a block's loop
 //! nest under a loop of a sibling nest, merging the loops that match.
 //!
-//! Supported case: the moved block sits alone in a perfect loop nest below the statement
-//! list that also holds the target loop's nest; its outer loops have the same bounds
+//! Supported case: the moved block sits alone in a loop nest below the statement list that
+//! also holds the target loop's nest, perfect down to the loops to merge (a guard may follow
+//! them); its outer loops have the same bounds
 //! (syntactically, after simplification) as the loops from that list down to the target
 //! loop. Those loops are merged and the rest of the moved nest goes first (`compute_at`) or
 //! last (`reverse_compute_at`) in the target loop's body.
@@ -10,9 +11,11 @@
 //! Legality: statements between the two nests must not share a buffer with the moved nest
 //! where either side writes, and every access to a buffer shared by the two nests (one side
 //! writing) must be indexed, in some dimension, by exactly each merged loop variable (block
-//! iterators are read through their bindings). Then two accesses to the same element only
-//! happen in the same iteration of the merged loops, where the old order is kept. Flattened
-//! (Stage III) indices are not analysed and are refused.
+//! iterators are read through their bindings), or else every pair of such accesses across the
+//! two nests must be one expression (up to renaming inner loops of equal extent) that
+//! determines the merged variables (`injective::same_point`: mixed-radix `(k_0 * 4 + k_1) *
+//! 32 + k_2`). Then two accesses to the same element only happen in the same iteration of the
+//! merged loops, where the old order is kept. Other forms are refused.
 
 use crate::error::ScheduleError;
 use crate::reduction::{list_at, list_mut};
@@ -20,7 +23,8 @@ use crate::schedule::{stale, BlockRv, LoopRv, Schedule};
 use crate::primitives::Step;
 use crate::tree;
 use sparsec_ir::expr::Expr;
-use sparsec_ir::func::{BufferId, Func, Stmt, StmtKind, Storage, VarId};
+use sparsec_ir::func::{walk_stmts, BufferId, Func, Stmt, StmtKind, Storage, VarId};
+use sparsec_ir::injective::{self, Role};
 use sparsec_passes::simplify::simplify_expr;
 use std::collections::HashMap;
 
@@ -87,6 +91,27 @@ fn storage_key(g: &Func, b: BufferId) -> (bool, usize) {
     }
 }
 
+/// The roles of variables in accesses of the two nests: their loops range over their
+/// extents, `let` variables are unknown, everything else is fixed (bound outside both).
+fn nest_roles(moved: &[Stmt], target: &Stmt) -> impl Fn(VarId) -> Role {
+    let mut loops: HashMap<VarId, Expr> = HashMap::new();
+    let mut lets = Vec::new();
+    let mut visit = |s: &Stmt| match &s.kind {
+        StmtKind::For(l) => {
+            loops.insert(l.var, l.extent.clone());
+        }
+        StmtKind::Let { var, .. } => lets.push(*var),
+        _ => {}
+    };
+    walk_stmts(moved, &mut visit);
+    walk_stmts(std::slice::from_ref(target), &mut visit);
+    move |v| match loops.get(&v) {
+        Some(extent) => Role::Free(Some(extent.clone())),
+        None if lets.contains(&v) => Role::Unknown,
+        None => Role::Fixed,
+    }
+}
+
 impl Schedule {
     /// Moves the nest of `block` under `at`, at the end of its body if `reverse` (else at the
     /// start), after the checks of the primitive `step` records.
@@ -107,12 +132,12 @@ impl Schedule {
         if c >= mp.len() || c >= lpath.len() || mp[c].0 != lpath[c].0 {
             return Err(not_siblings());
         }
-        // The moved nest: loops only, each holding just the next, down to the block.
+        // The moved nest's perfect loops: each holding just the next, on the way to the block.
         let mut mloops = Vec::new();
         for k in c + 1..mp.len() {
             match tree::get(&g.body, &mp[..k]).map(|s| &s.kind) {
                 Some(StmtKind::For(l)) if l.body.len() == 1 => mloops.push(l.clone()),
-                _ => return Err(ScheduleError::NotAPerfectNest { primitive: p, block: bname }),
+                _ => break,
             }
         }
         // The target chain: loops only, from the common list down to `at`.
@@ -127,6 +152,10 @@ impl Schedule {
         if reverse != (mi > ti) {
             let expected = if reverse { "after" } else { "before" };
             return Err(ScheduleError::WrongOrder { primitive: p, block: bname, loop_var: lname, expected });
+        }
+        // The loops to merge must be perfect; below them the nest moves as it is (a split's guard).
+        if mloops.len() < tloops.len() && mloops.len() + c + 1 < mp.len() {
+            return Err(ScheduleError::NotAPerfectNest { primitive: p, block: bname });
         }
         // Merge the matching loops.
         let mut map: HashMap<VarId, Expr> = HashMap::new();
@@ -184,6 +213,7 @@ impl Schedule {
         let mut tacc = Vec::new();
         accesses(std::slice::from_ref(&list[ti]), &HashMap::new(), &mut tacc);
         let key = |b: BufferId| storage_key(&g, b);
+        let roles = nest_roles(&moved, &list[ti]);
         for a in macc.iter().chain(&tacc) {
             let k = key(a.buffer);
             let in_m = macc.iter().any(|x| key(x.buffer) == k);
@@ -192,12 +222,22 @@ impl Schedule {
             if !(in_m && in_t && written) {
                 continue;
             }
-            if let Some(t) = tloops.iter().find(|t| !a.indices.contains(&Expr::Var(t.var))) {
+            let Some(t) = tloops.iter().find(|t| !a.indices.contains(&Expr::Var(t.var))) else { continue };
+            // Otherwise each pair of accesses across the two nests must meet only in the same
+            // iteration of the merged loops (a mixed-radix `(k_0 * 4 + k_1) * 32 + k_2`).
+            let pairs = macc.iter().filter(|x| key(x.buffer) == k).flat_map(|x| {
+                tacc.iter().filter(move |y| key(y.buffer) == k && (x.write || y.write)).map(move |y| (x, y))
+            });
+            let merged: Vec<VarId> = tloops.iter().map(|t| t.var).collect();
+            if !pairs.into_iter().all(|(x, y)| injective::same_point(&x.indices, &y.indices, &merged, &roles)) {
                 return Err(ScheduleError::AccessConflict {
                     primitive: p,
                     block: bname,
                     buffer: bufname(a.buffer),
-                    reason: format!("an access is not indexed by the merged loop `{}`", Self::var_name(&g, t.var)),
+                    reason: format!(
+                        "an access is not indexed by the merged loop `{}`, and accesses of the two nests are not proven to meet only in the same iteration",
+                        Self::var_name(&g, t.var)
+                    ),
                 });
             }
         }

@@ -188,3 +188,33 @@ fn csrmm_coarsened_lanes_accumulate_in_a_strided_register_cache() {
     replays("csrmm", &sch);
     differential("csrmm", &workload("csrmm"), sch.func(), Agree::Exactly);
 }
+
+#[test]
+fn csrmm_init_joined_to_the_lanes_starts_the_register_cache() {
+    // The init split as the accumulation and computed at its lane loop: the strided cache's
+    // first statement stores every element it holds, so nothing is copied in, and C is
+    // only written back.
+    let mut sch = sched2("csrmm");
+    let l = loops(&mut sch, "csrmm1");
+    let (j, k) = (l[0], l[1]);
+    let parts = sch.split(k, &[None, Some(4), Some(32)]).unwrap();
+    sch.reorder(&[parts[0], parts[2], j, parts[1]]).unwrap();
+    let init = sch.get_block("csrmm_init1").unwrap();
+    let ik = *sch.get_loops(init).unwrap().last().unwrap();
+    let ip = sch.split(ik, &[None, Some(4), Some(32)]).unwrap();
+    sch.reorder(&[ip[0], ip[2], ip[1]]).unwrap();
+    sch.compute_at(init, parts[2]).unwrap_or_else(|e| panic!("{e}"));
+    sch.bind(parts[2], ThreadIdxX).unwrap();
+    let inner = sch.get_block("csrmm1").unwrap();
+    sch.cache_write(inner, "C", Scope::Local, parts[2]).unwrap_or_else(|e| panic!("{e}"));
+    let mut reads_of_c = 0;
+    sparsec_ir::walk_stmts(&sch.func().body, &mut |s| {
+        // The row block's regions summarise its body (a superset).
+        if let sparsec_ir::StmtKind::Block(b) = &s.kind {
+            reads_of_c += usize::from(b.name != "csrmm0") * b.reads.iter().filter(|r| sch.func().buffers[r.buffer].name == "C").count();
+        }
+    });
+    assert_eq!(reads_of_c, 0, "{}", sch.text());
+    replays("csrmm", &sch);
+    differential("csrmm", &workload("csrmm"), sch.func(), Agree::Exactly);
+}

@@ -324,6 +324,9 @@ fn default_csrmm_kernel_reads_each_nonzero_once_per_walk() {
     assert_eq!(inner.fmas, sparsec_schedule::auto::COARSEN as usize, "{ptx}");
     assert_eq!((inner.global_stores, inner.atomics, inner.float_muls), (0, 0, 0), "{ptx}");
     assert!(inner.global_loads * 2 <= inner.fmas * 3, "{} loads for {} FMAs:\n{ptx}", inner.global_loads, inner.fmas);
+    // C is written once, by the register cache's write-back: the init stores into the
+    // registers (no zeroing pass over C, no copy of C in).
+    assert_eq!(ptx.matches("st.global").count(), sparsec_schedule::auto::COARSEN as usize, "{ptx}");
     for r in ptxas("csrmm_coarsened", &ptx, "sm_90") {
         assert_eq!((r.spills, r.stack), (0, 0), "{r:?}");
     }
@@ -345,4 +348,26 @@ fn index_arithmetic_is_as_wide_as_the_program() {
     }
     let ptx = emit_ptx(&gpu_auto("csrmm"), "sm_90").unwrap();
     assert!(!ptx.contains("mul.lo.s64"), "{ptx}");
+}
+
+/// The decomposed hyb program, with its shipped trace and with the GPU default: every launch
+/// spreads over blocks and threads (the bucket rewrites and the zeroing of C included), none
+/// runs on a single thread.
+#[test]
+fn hyb_has_no_single_thread_kernel() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let text = std::fs::read_to_string(dir.join("hyb.sptir")).unwrap();
+    let f = sparsec_ir::text::parse_func("hyb.sptir", &text).unwrap_or_else(|e| panic!("{e}"));
+    let trace = sparsec_schedule::Trace::from_json(&std::fs::read_to_string(dir.join("hyb.trace.json")).unwrap()).unwrap();
+    let traced = trace.replay(&f).unwrap_or_else(|e| panic!("{e}")).func().clone();
+    let auto = sparsec_schedule::auto::gpu_schedule(&f, 128).unwrap_or_else(|e| panic!("{e}"));
+    let one = ["1".to_string(), "1".to_string(), "1".to_string()];
+    for (what, g) in [("trace", &traced), ("auto gpu", &auto)] {
+        let g = sparsec_passes::PassManager::lowering(g.stage, sparsec_ir::Stage::III).run(g).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let plan = gpu_plan(&g).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(plan.launches.len() >= 2, "{what}: {}", plan.to_json());
+        for l in &plan.launches {
+            assert!(l.grid != one && l.block != one, "{what}: {} runs on one thread:\n{}", l.name, plan.to_json());
+        }
+    }
 }

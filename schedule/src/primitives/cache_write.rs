@@ -42,8 +42,8 @@ impl Primitive for CacheWrite {
 
 impl Schedule {
     /// Writes the region of `buffer` that the body of `at` accesses through a cache in
-    /// `scope`: the body starts by copying the region in (unless its first access stores the
-    /// whole one-point region), works on the cache, and ends by copying it back. `block` (inside `at`) must write `buffer`. Returns the write-back block.
+    /// `scope`: the body starts by copying the region in (unless its first statement stores
+    /// the whole region: `cache::overwrites_region`), works on the cache, and ends by copying it back. `block` (inside `at`) must write `buffer`. Returns the write-back block.
     pub fn cache_write(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
@@ -59,9 +59,10 @@ impl Schedule {
             Self::unique_block_name(&g2, &format!("{base}_writeback"))
         };
         let store = Self::build_copy(&mut g, &mut fresh, store_name.clone(), buf, cache, &dims, guard.as_ref(), false);
-        let body = Self::site_body(&mut g, &site, at.id())?;
         // An accumulator whose first act is its `init` needs no copy in.
-        let dead = crate::cache::overwrites_point(&body[start], buf, &dims);
+        let first = Self::site_body(&mut g, &site, at.id())?.get(start).cloned();
+        let dead = first.is_some_and(|s| crate::cache::overwrites_region(&g, &s, buf, &dims, guard.as_ref()));
+        let body = Self::site_body(&mut g, &site, at.id())?;
         redirect(&mut body[start..], buf, cache, &dims);
         if !dead {
             body.insert(start, load);
