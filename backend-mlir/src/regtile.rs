@@ -77,34 +77,12 @@ fn touches(func: &Func, e: &Expr, x: BufferId) -> bool {
     found
 }
 
-/// The coefficient of `k` in an integer expression that is affine in it, resolving block
-/// iterators through their bindings.
-fn coeff(e: &Expr, k: VarId, block: &IrBlock, kvars: &HashSet<VarId>, depth: usize) -> Option<i64> {
-    if !mentions(e, kvars) {
-        return Some(0);
-    }
-    if depth > 16 {
-        return None;
-    }
-    match e {
-        Expr::Var(v) if *v == k => Some(1),
-        Expr::Var(v) => {
-            let it = block.iters.iter().find(|it| it.var == *v)?;
-            coeff(&it.binding, k, block, kvars, depth + 1)
-        }
-        Expr::Binary(BinOp::Add, x, y) => coeff(x, k, block, kvars, depth + 1)?.checked_add(coeff(y, k, block, kvars, depth + 1)?),
-        Expr::Binary(BinOp::Sub, x, y) => coeff(x, k, block, kvars, depth + 1)?.checked_sub(coeff(y, k, block, kvars, depth + 1)?),
-        Expr::Binary(BinOp::Mul, x, y) => {
-            if let (false, Some(c)) = (mentions(x, kvars), x.as_int()) {
-                return coeff(y, k, block, kvars, depth + 1)?.checked_mul(c);
-            }
-            if let (false, Some(c)) = (mentions(y, kvars), y.as_int()) {
-                return coeff(x, k, block, kvars, depth + 1)?.checked_mul(c);
-            }
-            None
-        }
-        _ => None,
-    }
+/// Whether `e` steps by one with `k` (affine in it with coefficient 1), block iterators read
+/// through their bindings.
+fn unit_stride(p: &Plan, func: &Func, e: &Expr) -> bool {
+    let env: std::collections::HashMap<VarId, Expr> = p.block.iters.iter().map(|it| (it.var, it.binding.clone())).collect();
+    let coef = func.affine_in(&e.clone().substitute(&env), p.kloop.var).map(|(_, c)| c);
+    coef.is_some_and(|c| sparsec_ir::args::eval_int(&c, &std::collections::HashMap::new()) == Some(1))
 }
 
 /// Whether an access is contiguous in `k`: the last index has coefficient 1, the others do
@@ -112,7 +90,7 @@ fn coeff(e: &Expr, k: VarId, block: &IrBlock, kvars: &HashSet<VarId>, depth: usi
 fn contiguous(p: &Plan, func: &Func, idx: &[Expr], fixed_in_j: bool) -> bool {
     let Some((last, rest)) = idx.split_last() else { return false };
     rest.iter().all(|e| !p.on_k(e))
-        && coeff(last, p.kloop.var, p.block, &p.kvars, 0) == Some(1)
+        && unit_stride(p, func, last)
         && idx.iter().all(|e| !touches(func, e, p.buffer))
         && (!fixed_in_j || idx.iter().all(|e| !mentions(e, &p.jvars)))
 }

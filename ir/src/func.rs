@@ -926,6 +926,31 @@ impl Module {
 }
 
 impl Func {
+    /// `e` as `base + coef * v` with `base` and `coef` free of `v`, if it is affine in `v`
+    /// (sums, differences and products by `v`-free factors); the parts are not simplified.
+    pub fn affine_in(&self, e: &Expr, v: VarId) -> Option<(Expr, Expr)> {
+        let dt = self.expr_dtype(e);
+        let int = |x: i64| Expr::Int(x, dt);
+        let has = |x: &Expr| x.uses_var(v);
+        Some(match e {
+            Expr::Var(x) if *x == v => (int(0), int(1)),
+            x if !has(x) => (x.clone(), int(0)),
+            Expr::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
+                let ((ba, ca), (bb, cb)) = (self.affine_in(a, v)?, self.affine_in(b, v)?);
+                (Expr::binary(*op, ba, bb), Expr::binary(*op, ca, cb))
+            }
+            Expr::Binary(BinOp::Mul, a, b) if !has(b) => {
+                let (ba, ca) = self.affine_in(a, v)?;
+                (Expr::binary(BinOp::Mul, ba, (**b).clone()), Expr::binary(BinOp::Mul, ca, (**b).clone()))
+            }
+            Expr::Binary(BinOp::Mul, a, b) if !has(a) => {
+                let (bb, cb) = self.affine_in(b, v)?;
+                (Expr::binary(BinOp::Mul, (**a).clone(), bb), Expr::binary(BinOp::Mul, (**a).clone(), cb))
+            }
+            _ => return None,
+        })
+    }
+
     /// The dtype an expression evaluates to, assuming it is well typed (the verifier checks
     /// that): comparisons and logic give `bool`, other operators the left operand's dtype.
     pub fn expr_dtype(&self, e: &Expr) -> DType {

@@ -138,3 +138,9 @@ pub fn substitute_simplified(e: Expr, map: &HashMap<VarId, Expr>) -> Expr {
 pub fn substitute_stmts(stmts: &mut [Stmt], map: &HashMap<VarId, Expr>) {
     sparsec_ir::map_exprs_deep(stmts, &mut |e| substitute_simplified(e, map));
 }
+
+/// [`Func::affine_in`] with both parts simplified.
+pub fn affine_in(g: &Func, e: &Expr, v: VarId) -> Option<(Expr, Expr)> {
+    let (base, coef) = g.affine_in(e, v)?;
+    Some((simplify_expr(base), simplify_expr(coef)))
+}

@@ -118,30 +118,6 @@ fn canonical(dims: &[Dim], e: &Expr) -> Expr {
 /// The most elements a strided dimension keeps (per unit, as registers).
 const MAX_STRIDED: i64 = 16;
 
-/// `e` as `base + coef * v` (`base` and `coef` free of `v`), if it is affine in `v`.
-fn affine_in(g: &Func, e: &Expr, v: VarId) -> Option<(Expr, Expr)> {
-    let dt = g.expr_dtype(e);
-    let has = |x: &Expr| x.uses_var(v);
-    let r = match e {
-        Expr::Var(x) if *x == v => (int(0, dt), int(1, dt)),
-        x if !has(x) => (x.clone(), int(0, dt)),
-        Expr::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
-            let ((ba, ca), (bb, cb)) = (affine_in(g, a, v)?, affine_in(g, b, v)?);
-            (Expr::binary(*op, ba, bb), Expr::binary(*op, ca, cb))
-        }
-        Expr::Binary(BinOp::Mul, a, b) if !has(b) => {
-            let (ba, ca) = affine_in(g, a, v)?;
-            (Expr::binary(BinOp::Mul, ba, (**b).clone()), Expr::binary(BinOp::Mul, ca, (**b).clone()))
-        }
-        Expr::Binary(BinOp::Mul, a, b) if !has(a) => {
-            let (bb, cb) = affine_in(g, b, v)?;
-            (Expr::binary(BinOp::Mul, (**a).clone(), bb), Expr::binary(BinOp::Mul, (**a).clone(), cb))
-        }
-        _ => return None,
-    };
-    Some((sparsec_passes::simplify::simplify_expr(r.0), sparsec_passes::simplify::simplify_expr(r.1)))
-}
-
 /// `vars` without the loop variables of the strided dimensions of `dims`.
 fn free_of_strides(vars: &HashSet<VarId>, dims: &[Dim]) -> HashSet<VarId> {
     let mut free = vars.clone();
@@ -262,7 +238,7 @@ fn overwrites_point(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim], lane: Optio
     // The index of dimension `d` is the region's point there.
     let hits = |d: &Dim, i: &Expr| match (d, lane) {
         (Dim::Point(e), _) => sparsec_passes::simplify::simplify_expr(i.clone()) == sparsec_passes::simplify::simplify_expr(e.clone()),
-        (Dim::Strided { base, stride, .. }, Some(v)) => affine_in(g, i, v).is_some_and(|(b, c)| b == *base && c == *stride),
+        (Dim::Strided { base, stride, .. }, Some(v)) => sparsec_passes::simplify::affine_in(g, i, v).is_some_and(|(b, c)| b == *base && c == *stride),
         _ => false,
     };
     let (stmt, env) = match &s.kind {
@@ -732,7 +708,7 @@ impl Schedule {
                         }
                     }
                     let [v] = inner[..] else { return false };
-                    let (Some(&count), Some((base, stride))) = (lanes.get(&v), affine_in(g, &a[d], v)) else { return false };
+                    let (Some(&count), Some((base, stride))) = (lanes.get(&v), sparsec_passes::simplify::affine_in(g, &a[d], v)) else { return false };
                     if !loops.contains(&v) {
                         loops.push(v);
                     }
