@@ -742,19 +742,21 @@ impl std::fmt::Display for RepeatedUpdate {
 
 /// In a kernel (`top`), the first buffer whose scope the GPU cannot give the meaning the IR
 /// gives it: a `local` buffer (private to a unit on a GPU) allocated outside a loop bound to a
-/// thread index and accessed inside it, where the IR means one buffer for all those units; or
+/// thread index and written inside it, where the IR means one buffer for all those units (one
+/// only read there is fine: every unit runs the code outside the loop and holds the same
+/// values); or
 /// a `shared` buffer (one per block on a GPU) allocated inside such a loop, where the IR means
 /// one per unit. GPU backends refuse such a kernel.
 pub fn scope_across_units(f: &Func, top: &Stmt) -> Option<String> {
     fn thread_loop(s: &Stmt) -> bool {
         matches!(&s.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(t) if !t.is_block()))
     }
-    fn accesses(list: &[Stmt], b: BufferId) -> bool {
+    fn writes(list: &[Stmt], b: BufferId) -> bool {
         let mut hit = false;
         walk_stmts(list, &mut |s| {
             hit |= matches!(&s.kind, StmtKind::Store { buffer, .. } if *buffer == b);
             for e in s.kind.exprs() {
-                e.walk(&mut |x| hit |= matches!(x, Expr::Load(c, _) | Expr::AtomicAdd(c, ..) if *c == b));
+                e.walk(&mut |x| hit |= matches!(x, Expr::AtomicAdd(c, ..) if *c == b));
             }
         });
         hit
@@ -772,12 +774,12 @@ pub fn scope_across_units(f: &Func, top: &Stmt) -> Option<String> {
                         let mut spans = false;
                         walk_stmts(rest, &mut |x| {
                             if let StmtKind::For(l) = &x.kind {
-                                spans |= thread_loop(x) && accesses(&l.body, b);
+                                spans |= thread_loop(x) && writes(&l.body, b);
                             }
                         });
                         if spans {
                             *out = Some(format!(
-                                "local buffer `{}` is allocated outside a thread-bound loop that accesses it: on a GPU \
+                                "local buffer `{}` is allocated outside a thread-bound loop that writes it: on a GPU \
                                  every unit would get its own copy; allocate it inside that loop (cache at the \
                                  thread-bound loop) or use shared scope",
                                 buf.name

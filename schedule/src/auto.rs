@@ -305,29 +305,7 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
             // What the block reads once per nonzero (its value, its column) is read into a
             // register before the per-lane loop.
             if let Some(&nonzero) = loops[..p].last() {
-                let reads: Vec<String> = {
-                    let f = sch.func();
-                    let mut names = Vec::new();
-                    walk_stmts(&f.body, &mut |s| {
-                        if let StmtKind::Block(blk) = &s.kind {
-                            if blk.name == name {
-                                for r in &blk.reads {
-                                    let n = f.buffers[r.buffer].name.clone();
-                                    if f.buffers[r.buffer].storage != sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local) && !names.contains(&n) {
-                                        names.push(n);
-                                    }
-                                }
-                            }
-                        }
-                    });
-                    names
-                };
-                for buf in reads {
-                    register_cache(sch, 1, |s| {
-                        let b = s.get_block(&name)?;
-                        s.cache_read(b, &buf, sparsec_ir::Scope::Local, nonzero)
-                    });
-                }
+                read_once(sch, &name, nonzero.into());
             }
         }
     }
@@ -465,7 +443,8 @@ pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
 /// part again). One unit then never walks the whole loop: GPU drivers cap a unit's loop
 /// iterations (lavapipe: 65,535), and a serial walk is slow anyway. In a nest that binds no
 /// thread, the loop's one feature loop (if it allocates nothing) is then split by [`WARP`]
-/// over `threadIdx.x`, so a cube is a warp rather than a single unit.
+/// over `threadIdx.x`, so a cube is a warp rather than a single unit, and what the loop's
+/// block reads once per iteration goes to registers first ([`read_once`]).
 pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
     sch.need_loop_stage("auto::spread_atomic")?;
     let f = sch.func();
@@ -511,6 +490,9 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
                             let Some(&k) = trial.get_loops(ib)?.last() else { return Ok(false) };
                             let parts = trial.split(k, &[None, Some(WARP)])?;
                             trial.bind(parts[1], ThreadTag::ThreadIdxX)?;
+                            // The nonzero's value, row and column, once per cube.
+                            let outer = trial.get_block(&block)?;
+                            read_once(&mut trial, &inner, outer.into());
                             Ok(true)
                         })();
                         if on_lanes.unwrap_or(false) {
@@ -523,6 +505,35 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Reads into one-element `local` caches (registers), at the start of the body of `at` (a loop
+/// or block), what block `name` reads at a single element there (a nonzero's value and
+/// column); buffers the block reads elsewhere, or that the primitive refuses, are left.
+fn read_once(sch: &mut Schedule, name: &str, at: crate::cache::CacheAt) {
+    let reads: Vec<String> = {
+        let f = sch.func();
+        let mut names = Vec::new();
+        walk_stmts(&f.body, &mut |s| {
+            if let StmtKind::Block(blk) = &s.kind {
+                if blk.name == name {
+                    for r in &blk.reads {
+                        let n = f.buffers[r.buffer].name.clone();
+                        if f.buffers[r.buffer].storage != sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Local) && !names.contains(&n) {
+                            names.push(n);
+                        }
+                    }
+                }
+            }
+        });
+        names
+    };
+    for buf in reads {
+        register_cache(sch, 1, |s| {
+            let b = s.get_block(name)?;
+            s.cache_read(b, &buf, sparsec_ir::Scope::Local, at)
+        });
+    }
 }
 
 /// The block of the one loop in `body` when it is a feature loop ([`feature_block`]) and

@@ -771,7 +771,8 @@ impl Schedule {
     /// buffer where a condition fails). Every access must then run under the same conditions,
     /// known at the site. A read cache skips a condition that only keeps a block iterator
     /// that no access names in its domain (a split's predicate, decided in the body): every
-    /// access reads the same elements whatever it decides.
+    /// access reads the same elements whatever it decides; and it copies unconditionally what
+    /// some access reads unconditionally (the value a guard tests).
     #[allow(clippy::too_many_arguments)]
     fn conditions(
         g: &Func,
@@ -798,6 +799,11 @@ impl Schedule {
             uses.conds.iter().map(|cs| cs.iter().filter(|c| !domain_only(c)).map(|c| canonical(dims, c)).collect()).collect();
         let first = &conds[0];
         if first.is_empty() && conds.iter().all(Vec::is_empty) {
+            return Ok(guard);
+        }
+        // A read cache whose element some access reads unconditionally (a guard's own
+        // condition) copies it unconditionally: every access reads that same value.
+        if read_only && conds.iter().any(Vec::is_empty) {
             return Ok(guard);
         }
         // A condition may name a strided dimension's loop: the copies test it per element.
