@@ -482,20 +482,9 @@ pub fn spread_atomic(sch: &mut Schedule) -> Result<()> {
                 // A loop the primitive refuses stays serial.
                 if sch.bind(lp, tag).is_ok() {
                     if let Some(inner) = lanes {
-                        // Features over the lanes of a warp (hyb's bucket kernels), where the
-                        // primitives allow; otherwise one unit per cube walks them.
+                        // Where the primitives refuse, one unit per cube walks the features.
                         let mut trial = sch.clone();
-                        let on_lanes = (|| -> Result<bool> {
-                            let ib = trial.get_block(&inner)?;
-                            let Some(&k) = trial.get_loops(ib)?.last() else { return Ok(false) };
-                            let parts = trial.split(k, &[None, Some(WARP)])?;
-                            trial.bind(parts[1], ThreadTag::ThreadIdxX)?;
-                            // The nonzero's value, row and column, once per cube.
-                            let outer = trial.get_block(&block)?;
-                            read_once(&mut trial, &inner, outer.into());
-                            Ok(true)
-                        })();
-                        if on_lanes.unwrap_or(false) {
+                        if on_warp_lanes(&mut trial, &inner, &block).unwrap_or(false) {
                             *sch = trial;
                         }
                     }
@@ -534,6 +523,20 @@ fn read_once(sch: &mut Schedule, name: &str, at: crate::cache::CacheAt) {
             s.cache_read(b, &buf, sparsec_ir::Scope::Local, at)
         });
     }
+}
+
+/// Puts the feature loop of block `inner` on the lanes of a warp (split by [`WARP`], the inner
+/// part on `threadIdx.x`; hyb's bucket kernels) and reads what it reads once per iteration of
+/// its outer block `outer` into registers first. `Ok(false)`: no loop to split.
+fn on_warp_lanes(sch: &mut Schedule, inner: &str, outer: &str) -> Result<bool> {
+    let ib = sch.get_block(inner)?;
+    let Some(&k) = sch.get_loops(ib)?.last() else { return Ok(false) };
+    let parts = sch.split(k, &[None, Some(WARP)])?;
+    sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
+    // The nonzero's value, row and column, once per cube.
+    let ob = sch.get_block(outer)?;
+    read_once(sch, inner, ob.into());
+    Ok(true)
 }
 
 /// The block of the one loop in `body` when it is a feature loop ([`feature_block`]) and

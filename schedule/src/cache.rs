@@ -205,18 +205,14 @@ pub(crate) fn overwrites_region(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim],
     let [one] = inner else { return false };
     // The stores run where the copies would: under the copies' guard, up to the storing
     // block's own domain (its iterators lie within their extents whenever it runs).
-    let conjuncts = |e: Option<&Expr>| {
+    let terms = |e: Option<&Expr>| {
         let mut out = Vec::new();
-        let mut todo: Vec<Expr> = e.map(|e| canonical(dims, e)).into_iter().collect();
-        while let Some(x) = todo.pop() {
-            match x {
-                Expr::Binary(BinOp::And, a, b) => todo.extend([*a, *b]),
-                x => out.push(x),
-            }
+        if let Some(e) = e {
+            conjuncts(canonical(dims, e), &mut out);
         }
         out
     };
-    let (stores_under, copies_under) = (conjuncts(cond), conjuncts(guard));
+    let (stores_under, copies_under) = (terms(cond), terms(guard));
     let mut implied = stores_under.clone();
     if let StmtKind::Block(b) = &one.kind {
         for it in &b.iters {
@@ -227,6 +223,18 @@ pub(crate) fn overwrites_region(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim],
     stores_under.iter().all(|c| copies_under.contains(c))
         && copies_under.iter().all(|c| implied.contains(c))
         && overwrites_point(g, one, buf, dims, Some(l.var))
+}
+
+/// Appends the terms of the conjunction `e` to `out`, each once.
+fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            conjuncts(*a, out);
+            conjuncts(*b, out);
+        }
+        other if !out.contains(&other) => out.push(other),
+        _ => {}
+    }
 }
 
 /// Whether `s` stores, unconditionally and without reading `buf`, the point of `dims`: the
@@ -689,79 +697,77 @@ impl Schedule {
         // Accesses outside `block` are allowed when they reach the same elements up to the
         // loop of a strided dimension (an `init` moved in beside the accumulation), checked below.
         let alone = in_block.reads.len() + in_block.writes.len() == all.len();
-        {
-            let at_site: Vec<Vec<Expr>> = uses.reads_at_site.iter().chain(&uses.writes_at_site).cloned().collect();
-            let mut sharp = Self::cache_region(g, buf, &at_site, vars, bufs)?;
-            // A whole dimension indexed by a point plus a multiple of a short serial loop's
-            // variable inside the body is strided; each access may use a loop of its own.
-            for (d, dim) in sharp.iter_mut().enumerate() {
-                if !matches!(dim, Dim::Whole(_)) {
-                    continue;
-                }
-                let mut form: Option<(Expr, Expr, i64)> = None;
-                let mut loops: Vec<VarId> = Vec::new();
-                let ok = at_site.iter().all(|a| {
-                    let mut inner: Vec<VarId> = Vec::new();
-                    for v in crate::reduction::vars_of(&a[d]) {
-                        if vars.contains(&v) && !inner.contains(&v) {
-                            inner.push(v);
-                        }
-                    }
-                    let [v] = inner[..] else { return false };
-                    let (Some(&count), Some((base, stride))) = (lanes.get(&v), sparsec_passes::simplify::affine_in(g, &a[d], v)) else { return false };
-                    if !loops.contains(&v) {
-                        loops.push(v);
-                    }
-                    let this = (base, stride, count);
-                    form.get_or_insert_with(|| this.clone()) == &this
-                });
-                let Some((base, stride, count)) = form.filter(|_| ok) else { continue };
-                if !depends_on(&base, vars, bufs) && !depends_on(&stride, vars, bufs) && stride.as_int() != Some(0) {
-                    *dim = Dim::Strided { base, stride, var: loops[0], count, others: loops[1..].to_vec() };
-                }
+        let at_site: Vec<Vec<Expr>> = uses.reads_at_site.iter().chain(&uses.writes_at_site).cloned().collect();
+        let mut sharp = Self::cache_region(g, buf, &at_site, vars, bufs)?;
+        // A whole dimension indexed by a point plus a multiple of a short serial loop's
+        // variable inside the body is strided; each access may use a loop of its own.
+        for (d, dim) in sharp.iter_mut().enumerate() {
+            if !matches!(dim, Dim::Whole(_)) {
+                continue;
             }
-            if !alone {
-                let renamed: Vec<Vec<Expr>> = at_site.iter().map(|a| a.iter().map(|e| canonical(&sharp, e)).collect()).collect();
-                let shared = sharp.iter().any(|d| matches!(d, Dim::Strided { others, .. } if !others.is_empty()));
-                if !shared || renamed.iter().any(|a| *a != renamed[0]) {
-                    return Ok((site, buf, dims, None));
-                }
-            }
-            let free = free_of_strides(vars, &sharp);
-            let mut within: Vec<Expr> = Vec::new();
-            // The domain conditions of each access: with several blocks they must agree.
-            let mut each: Vec<Vec<Expr>> = vec![Vec::new(); all.len()];
-            for (d, dim) in sharp.iter().enumerate() {
-                if !matches!((dim, &dims[d]), (Dim::Point(_) | Dim::Strided { .. }, Dim::Whole(_) | Dim::Ragged(_))) {
-                    continue;
-                }
-                for (k, a) in all.iter().enumerate() {
-                    for v in crate::reduction::vars_of(&a[d]) {
-                        let Some((binding, extent)) = uses.iters.get(&v) else { continue };
-                        if depends_on(binding, &free, bufs) || depends_on(extent, vars, bufs) {
-                            return Ok((site, buf, dims, None));
-                        }
-                        let dt = g.expr_dtype(binding);
-                        let low = (!non_negative(g, binding)).then(|| Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)));
-                        for c in low.into_iter().chain([Expr::binary(BinOp::Lt, binding.clone(), extent.clone())]) {
-                            let c = canonical(&sharp, &sparsec_passes::simplify::simplify_expr(c));
-                            if c != Expr::Bool(true) && !within.contains(&c) {
-                                within.push(c.clone());
-                            }
-                            if c != Expr::Bool(true) && !each[k].contains(&c) {
-                                each[k].push(c);
-                            }
-                        }
+            let mut form: Option<(Expr, Expr, i64)> = None;
+            let mut loops: Vec<VarId> = Vec::new();
+            let ok = at_site.iter().all(|a| {
+                let mut inner: Vec<VarId> = Vec::new();
+                for v in crate::reduction::vars_of(&a[d]) {
+                    if vars.contains(&v) && !inner.contains(&v) {
+                        inner.push(v);
                     }
                 }
+                let [v] = inner[..] else { return false };
+                let (Some(&count), Some((base, stride))) = (lanes.get(&v), sparsec_passes::simplify::affine_in(g, &a[d], v)) else { return false };
+                if !loops.contains(&v) {
+                    loops.push(v);
+                }
+                let this = (base, stride, count);
+                form.get_or_insert_with(|| this.clone()) == &this
+            });
+            let Some((base, stride, count)) = form.filter(|_| ok) else { continue };
+            if !depends_on(&base, vars, bufs) && !depends_on(&stride, vars, bufs) && stride.as_int() != Some(0) {
+                *dim = Dim::Strided { base, stride, var: loops[0], count, others: loops[1..].to_vec() };
             }
-            if !alone && each.iter().any(|c| c.len() != each[0].len() || c.iter().any(|x| !each[0].contains(x))) {
+        }
+        if !alone {
+            let renamed: Vec<Vec<Expr>> = at_site.iter().map(|a| a.iter().map(|e| canonical(&sharp, e)).collect()).collect();
+            let shared = sharp.iter().any(|d| matches!(d, Dim::Strided { others, .. } if !others.is_empty()));
+            if !shared || renamed.iter().any(|a| *a != renamed[0]) {
                 return Ok((site, buf, dims, None));
             }
-            if sharp != dims {
-                let guard = within.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b));
-                return Ok((site, buf, sharp, guard));
+        }
+        let free = free_of_strides(vars, &sharp);
+        let mut within: Vec<Expr> = Vec::new();
+        // The domain conditions of each access: with several blocks they must agree.
+        let mut each: Vec<Vec<Expr>> = vec![Vec::new(); all.len()];
+        for (d, dim) in sharp.iter().enumerate() {
+            if !matches!((dim, &dims[d]), (Dim::Point(_) | Dim::Strided { .. }, Dim::Whole(_) | Dim::Ragged(_))) {
+                continue;
             }
+            for (k, a) in all.iter().enumerate() {
+                for v in crate::reduction::vars_of(&a[d]) {
+                    let Some((binding, extent)) = uses.iters.get(&v) else { continue };
+                    if depends_on(binding, &free, bufs) || depends_on(extent, vars, bufs) {
+                        return Ok((site, buf, dims, None));
+                    }
+                    let dt = g.expr_dtype(binding);
+                    let low = (!non_negative(g, binding)).then(|| Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)));
+                    for c in low.into_iter().chain([Expr::binary(BinOp::Lt, binding.clone(), extent.clone())]) {
+                        let c = canonical(&sharp, &sparsec_passes::simplify::simplify_expr(c));
+                        if c != Expr::Bool(true) && !within.contains(&c) {
+                            within.push(c.clone());
+                        }
+                        if c != Expr::Bool(true) && !each[k].contains(&c) {
+                            each[k].push(c);
+                        }
+                    }
+                }
+            }
+        }
+        if !alone && each.iter().any(|c| c.len() != each[0].len() || c.iter().any(|x| !each[0].contains(x))) {
+            return Ok((site, buf, dims, None));
+        }
+        if sharp != dims {
+            let guard = within.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b));
+            return Ok((site, buf, sharp, guard));
         }
         Ok((site, buf, dims, None))
     }
@@ -816,18 +822,8 @@ impl Schedule {
             });
         }
         let mut all: Vec<Expr> = Vec::new();
-        fn split(e: Expr, out: &mut Vec<Expr>) {
-            match e {
-                Expr::Binary(BinOp::And, a, b) => {
-                    split(*a, out);
-                    split(*b, out);
-                }
-                other if !out.contains(&other) => out.push(other),
-                _ => {}
-            }
-        }
         for c in guard.into_iter().chain(first.iter().cloned()) {
-            split(c, &mut all);
+            conjuncts(c, &mut all);
         }
         Ok(all.into_iter().reduce(|a, b| Expr::binary(BinOp::And, a, b)))
     }
