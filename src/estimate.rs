@@ -239,9 +239,12 @@ impl Collector {
             let lin = (x + dims[0] * (y + dims[1] * z)) as u64;
             let order = seq[lin as usize];
             seq[lin as usize] += 1;
+            // The lanes of a vector instruction share its occurrence.
             let occ = &mut occurrence[lin as usize * sites + a.site as usize];
-            let key = (lin / 32, a.site, *occ);
-            *occ += 1;
+            if a.lane == 0 {
+                *occ += 1;
+            }
+            let key = (lin / 32, a.site, occ.saturating_sub(1));
             let g = *index.entry(key).or_insert_with(|| {
                 groups.push(Group { warp: lin / 32, order, site: a.site, depth: a.depth, kind: a.kind, sectors: Vec::new() });
                 groups.len() - 1
@@ -506,6 +509,7 @@ pub fn gespmm_trace(indptr: &[i64], indices: &[i64], feat: usize, sink: &mut dyn
             depth,
             block: [bx as i64, by as i64, 0],
             thread: [lane as i64, ty as i64, 0],
+            lane: 0,
         })
     };
     use AccessKind::{Load, Store};
@@ -557,7 +561,7 @@ mod tests {
     use super::*;
 
     fn access(buffer: usize, index: u64, kind: AccessKind, site: u32, depth: u32, thread: i64) -> Access {
-        Access { stmt: 0, buffer, index, bytes: 4, kind, site, depth, block: [0, 0, 0], thread: [thread, 0, 0] }
+        Access { stmt: 0, buffer, index, bytes: 4, kind, site, depth, block: [0, 0, 0], thread: [thread, 0, 0], lane: 0 }
     }
 
     fn traffic(trace: &[Access]) -> Traffic {
@@ -595,6 +599,25 @@ mod tests {
         let t = traffic(&trace);
         assert_eq!((t.warps, t.warp_instructions, t.l1_hits, t.sectors, t.distinct_sectors), (2, 4, 2, 16, 16));
         assert_eq!((t.writes, t.rounds, t.max_rounds, t.threads_per_block), (64, 2, 1, 64));
+    }
+
+    #[test]
+    fn the_lanes_of_a_vector_store_are_one_instruction() {
+        // 32 threads, each storing 4 consecutive elements: as lanes of one vector store, one
+        // instruction of 16 sectors; as 4 scalar stores, 4 instructions of 16 sectors each.
+        let trace = |vector: bool| {
+            let mut out = Vec::new();
+            for t in 0..32 {
+                for l in 0..4 {
+                    let lane = if vector { l } else { 0 };
+                    out.push(Access { lane, ..access(0, 4 * t as u64 + u64::from(l), AccessKind::Store, 0, 1, t) });
+                }
+            }
+            traffic(&out)
+        };
+        let (v, s) = (trace(true), trace(false));
+        assert_eq!((v.warp_instructions, v.sectors), (1, 16));
+        assert_eq!((s.warp_instructions, s.sectors), (4, 64));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use melior::ir::{
 };
 use melior::Context;
 use sparsec_ir::value::Value as Scalar;
+use sparsec_ir::vector::{Access, Plan as VPlan, VExpr, VStmt, VStore};
 use sparsec_ir::{
     BinOp, Block as IrBlock, BufferId, DType, Expr, For, ForKind, Func, Intrinsic, IterKind, Layout, Scope,
     Stmt, StmtKind, Storage, ThreadTag, UnOp,
@@ -55,6 +56,9 @@ pub(crate) struct Tr<'c, 'f> {
     pub workgroup: usize,
     /// GPU code emulated on the CPU: no workgroup memory.
     pub emulated: bool,
+    /// Inside a loop versioned on the assumptions of the vector forms within it: whether
+    /// they hold (`None` elsewhere; each `vectorized` loop then tests its own).
+    vectors: Option<bool>,
     /// GPU: the kernel's barriers (see `sparsec_ir::sync`); `None` on the CPU.
     pub sync: Option<KernelSync>,
     /// Phased GPU emulation: the number of units along `threadIdx.x`/`y`/`z`; each
@@ -123,6 +127,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             entry: None,
             workgroup: 0,
             emulated: false,
+            vectors: None,
             sync: None,
             phase_units: [None; 3],
             par_depth: 0,
@@ -1019,6 +1024,61 @@ impl<'c, 'f> Tr<'c, 'f> {
     /// A loop; `init` is a statement just before it whose constant starts its register tiles
     /// (`regtile::init_of`), run here only when the loop has no iteration.
     fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
+        if self.target == Target::Gpu && self.vectors.is_none() && f.kind == ForKind::Serial {
+            let need = sparsec_ir::vector::assumptions(self.func, &f.body);
+            if !need.is_empty() && !self.allocates_shared(&f.body) {
+                // One test of the vector forms' assumptions for the whole loop, and two copies.
+                let c = self.multiples(b, &need)?;
+                let copy = |t: &mut Self, holds: bool| {
+                    t.region(&[], |t, blk, _| {
+                        t.vectors = Some(holds);
+                        let r = t.for_loop_versioned(blk, f, init);
+                        t.vectors = None;
+                        r?;
+                        t.yield_(blk, &[])
+                    })
+                };
+                let (r1, r2) = (copy(self, true)?, copy(self, false)?);
+                b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r1, r2])?);
+                return Ok(());
+            }
+        }
+        self.for_loop_versioned(b, f, init)
+    }
+
+    /// Whether `stmts` allocate shared or global memory (which two copies would double).
+    fn allocates_shared(&self, stmts: &[Stmt]) -> bool {
+        let mut found = false;
+        sparsec_ir::walk_stmts(stmts, &mut |s| {
+            if let StmtKind::Alloc(buf) = s.kind {
+                found |= self.func.buffers.try_get(buf).is_none_or(|d| !matches!(d.storage, Storage::Alloc(Scope::Local)));
+            }
+        });
+        found
+    }
+
+    /// Whether each parameter is a multiple of its width.
+    fn multiples(&mut self, b: &Block<'c>, need: &std::collections::BTreeSet<(sparsec_ir::VarId, i64)>) -> Result<Val<'c>> {
+        let mut cond: Option<Val<'c>> = None;
+        for &(v, w) in need {
+            let d = self.func.vars.try_get(v).map(|x| x.dtype).ok_or_else(|| MlirError::internal("unknown parameter"))?;
+            let x = self.expr(b, &Expr::Var(v))?;
+            let w = self.cint(b, w, d)?;
+            let r = self.emit1(b, "arith.remsi", &[x, w], self.ty(d), &[])?;
+            let z = self.cint(b, 0, d)?;
+            let is = self.cmpi(b, 0, r, z)?;
+            cond = Some(match cond {
+                None => is,
+                Some(c) => self.emit1(b, "arith.andi", &[c, is], self.ty(DType::Bool), &[])?,
+            });
+        }
+        match cond {
+            Some(c) => Ok(c),
+            None => self.constant(b, 1.0, DType::Bool),
+        }
+    }
+
+    fn for_loop_versioned(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
         let Some(k) = &mut self.sync else { return self.for_loop_inner(b, f, init) };
         let u = k.uniformity.loop_body(self.func, f.kind, &f.min, &f.extent);
         k.uniformity.bind(f.var, u);
@@ -1085,6 +1145,16 @@ impl<'c, 'f> Tr<'c, 'f> {
             b.append_operation(self.build("scf.if", &[inside], &[], &[], vec![region, Region::new()])?);
             return Ok(());
         }
+        if self.target == Target::Gpu && f.kind == ForKind::Vectorized {
+            if let Some(p) = sparsec_ir::vector::plan(self.func, f) {
+                return self.vector_loop(b, f, &p, init, [min, ext]);
+            }
+        }
+        self.plain_loop(b, f, init, dtype, [min, ext])
+    }
+
+    /// The loop as written: `scf.for`, or `scf.parallel` where the target runs it in parallel.
+    fn plain_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>, dtype: DType, [min, ext]: [Val<'c>; 2]) -> Result<()> {
         // Trip count max(extent, 0) so that `scf.parallel` never sees a negative range.
         let zero = self.cint(b, 0, dtype)?;
         let ext = self.emit1(b, "arith.maxsi", &[ext, zero], self.ty(dtype), &[])?;
@@ -1139,6 +1209,129 @@ impl<'c, 'f> Tr<'c, 'f> {
         };
         b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, els])?);
         Ok(())
+    }
+
+    /// A `vectorized` loop in its vector form (`ir::vector`) where every assumed parameter is
+    /// a multiple of the width, and as written elsewhere.
+    fn vector_loop(&mut self, b: &Block<'c>, f: &'f For, p: &VPlan<'_>, init: Option<(&'f Stmt, &'f Expr)>, [min, ext]: [Val<'c>; 2]) -> Result<()> {
+        let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        let vector = |t: &mut Self, blk: &Block<'c>| -> Result<()> {
+            let saved = (t.vars.clone(), t.var_index.clone(), t.var_def.clone());
+            t.bind_var(f.var, min);
+            let at = t.to_index(blk, min)?;
+            if let Some(slot) = t.var_index.get_mut(f.var.index()) {
+                *slot = Some(at);
+            }
+            let r = t.vstmts(blk, &p.body, p.width);
+            (t.vars, t.var_index, t.var_def) = saved;
+            r
+        };
+        match self.vectors {
+            Some(true) => return vector(self, b),
+            Some(false) => return self.plain_loop(b, f, init, dtype, [min, ext]),
+            None if p.assume.is_empty() => return vector(self, b),
+            None => {}
+        }
+        let need = p.assume.iter().map(|&v| (v, p.width)).collect();
+        let c = self.multiples(b, &need)?;
+        let r1 = self.region(&[], |t, blk, _| {
+            vector(t, blk)?;
+            t.yield_(blk, &[])
+        })?;
+        let r2 = self.region(&[], |t, blk, _| {
+            t.plain_loop(blk, f, init, dtype, [min, ext])?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r1, r2])?);
+        Ok(())
+    }
+
+    fn vstmts(&mut self, b: &Block<'c>, list: &[VStmt<'_>], w: i64) -> Result<()> {
+        for s in list {
+            match s {
+                VStmt::If { cond, then } => {
+                    let c = self.expr(b, cond)?;
+                    let u = self.is_uniform(cond);
+                    let r = self.narrowed(u, |t| {
+                        t.region(&[], |t, blk, _| {
+                            t.vstmts(blk, then, w)?;
+                            t.yield_(blk, &[])
+                        })
+                    })?;
+                    b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r, Region::new()])?);
+                }
+                VStmt::Store(st) => self.vstore(b, st, w)?,
+                VStmt::Block { block, stores } => {
+                    for it in &block.iters {
+                        let v = self.expr(b, &it.binding)?;
+                        if let Some(slot) = self.var_def.get_mut(it.var.index()) {
+                            *slot = Some(it.binding.clone());
+                        }
+                        self.bind_uniform(it.var, &it.binding);
+                        self.bind_var(it.var, v);
+                    }
+                    for st in stores {
+                        self.vstore(b, st, w)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn vstore(&mut self, b: &Block<'c>, st: &VStore, w: i64) -> Result<()> {
+        let d = self.buf_dtype(st.at.buffer)?;
+        let vt = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(d))).ok_or_else(|| MlirError::internal("vector type"))?;
+        let v = self.vvalue(b, &st.value, vt, d, w)?;
+        let (m, at, align) = self.vaccess(b, &st.at, d, w)?;
+        let attrs: Vec<(&str, Attribute<'c>)> = align.iter().map(|a| ("alignment", *a)).collect();
+        self.emit(b, "vector.store", &[v, m, at], &[], &attrs).map(drop)
+    }
+
+    /// The memref, first lane's index and alignment (when proven, in GPU memory) of an access.
+    fn vaccess(&mut self, b: &Block<'c>, a: &Access, d: DType, w: i64) -> Result<(Val<'c>, Val<'c>, Option<Attribute<'c>>)> {
+        let m = self.buf_val(a.buffer)?;
+        let at = self.flat_index(b, a.buffer, std::slice::from_ref(&a.index))?;
+        let global = matches!(self.func.buffers.try_get(a.buffer).map(|x| &x.storage), Some(Storage::Param(_)));
+        let align = if a.aligned && global && !self.emulated {
+            Some(self.attr(&format!("{} : i64", w * d.size_bytes() as i64))?)
+        } else {
+            None
+        };
+        Ok((m, at, align))
+    }
+
+    fn vvalue(&mut self, b: &Block<'c>, e: &VExpr, vt: Type<'c>, d: DType, w: i64) -> Result<Val<'c>> {
+        Ok(match e {
+            VExpr::Splat(x) => {
+                let s = self.expr(b, x)?;
+                self.emit1(b, "vector.broadcast", &[s], vt, &[])?
+            }
+            VExpr::Load(a) => {
+                let (m, at, align) = self.vaccess(b, a, d, w)?;
+                let attrs: Vec<(&str, Attribute<'c>)> = align.iter().map(|a| ("alignment", *a)).collect();
+                self.emit1(b, "vector.load", &[m, at], vt, &attrs)?
+            }
+            VExpr::Binary(op, x, y) => {
+                let (x, y) = (self.vvalue(b, x, vt, d, w)?, self.vvalue(b, y, vt, d, w)?);
+                let name = match op {
+                    BinOp::Add => "arith.addf",
+                    BinOp::Sub => "arith.subf",
+                    BinOp::Mul => "arith.mulf",
+                    BinOp::Div => "arith.divf",
+                    _ => return Err(MlirError::internal("vector operator")),
+                };
+                self.emit1(b, name, &[x, y], vt, &[])?
+            }
+            VExpr::Neg(x) => {
+                let x = self.vvalue(b, x, vt, d, w)?;
+                self.emit1(b, "arith.negf", &[x], vt, &[])?
+            }
+            VExpr::Fma(x, y, z) => {
+                let (x, y, z) = (self.vvalue(b, x, vt, d, w)?, self.vvalue(b, y, vt, d, w)?, self.vvalue(b, z, vt, d, w)?);
+                self.emit1(b, "math.fma", &[x, y, z], vt, &[])?
+            }
+        })
     }
 
     /// A loop nest recognised by `regtile`, its loops swapped: for each tile of `k` the

@@ -149,6 +149,8 @@ impl<'f> Machine<'f> {
         if let (true, Some(o)) = (unrolled, &mut self.observer) {
             o.unrolled.push(0);
         }
+        let lanes = self.runs_as_vectors(f);
+        let outer_lane = self.observer.as_ref().and_then(|o| o.lane);
         for i in 0..extent.max(0) {
             self.tick(span)?;
             let x = min.checked_add(i).ok_or_else(|| InterpError::BadSize {
@@ -164,7 +166,13 @@ impl<'f> Machine<'f> {
                     *last = i as u32;
                 }
             }
+            if let (true, Some(o)) = (lanes, &mut self.observer) {
+                o.lane = Some(i as u32);
+            }
             self.exec_list(&f.body)?;
+        }
+        if let (true, Some(o)) = (lanes, &mut self.observer) {
+            o.lane = outer_lane;
         }
         if let (true, Some(o)) = (unrolled, &mut self.observer) {
             o.unrolled.pop();
@@ -174,6 +182,19 @@ impl<'f> Machine<'f> {
             o.unit[k] = old;
         }
         Ok(())
+    }
+
+    /// Whether an observed `vectorized` loop runs as vectors: it has a vector form whose
+    /// assumptions hold for the parameters' values (see `observe`).
+    fn runs_as_vectors(&mut self, f: &'f For) -> bool {
+        if f.kind != sparsec_ir::ForKind::Vectorized {
+            return false;
+        }
+        let func = self.func.func();
+        let Some(o) = &mut self.observer else { return false };
+        let form = o.vector_forms.entry(f as *const For as usize).or_insert_with(|| sparsec_ir::vector::plan(func, f).map(|p| (p.width, p.assume)));
+        let Some((w, assume)) = form.clone() else { return false };
+        assume.iter().all(|v| self.vars.get(v.index()).copied().flatten().and_then(|x| x.as_int()).is_some_and(|x| x % w == 0))
     }
 
     fn block(&mut self, b: &'f Block, span: Span) -> Result<()> {

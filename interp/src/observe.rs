@@ -25,6 +25,9 @@
 //! indices; `B[J_indices[J_indptr[vi] + vj] * feat + vk]` has depth 3. Inside `unrolled`
 //! loops each iteration is a copy of the code, so its accesses get sites of their own: the
 //! site of the IR plus the number of sites times one more than the iteration's ordinal.
+//! Inside a `vectorized` loop that runs as vectors (it has a vector form,
+//! `sparsec_ir::vector::plan`, and its assumptions hold for the run's parameters), the
+//! iterations are the lanes of one instruction: [`Access::lane`] is the iteration's ordinal.
 
 use sparsec_ir::{Expr, Func, ForKind, Scope, Stmt, StmtKind, Storage, ThreadTag};
 use std::collections::HashMap;
@@ -71,6 +74,9 @@ pub struct Access {
     pub block: [i64; 3],
     /// `threadIdx.x`, `.y`, `.z` of the unit making the access.
     pub thread: [i64; 3],
+    /// The lane of a vector instruction (module documentation); 0 outside vector loops. The
+    /// lanes of one execution of a site are one instruction.
+    pub lane: u32,
 }
 
 /// The observer and what it needs during a run.
@@ -87,6 +93,11 @@ pub(crate) struct Observer<'o> {
     pub(crate) stmt: usize,
     /// The iterations of the enclosing `unrolled` loops, outermost first.
     pub(crate) unrolled: Vec<u32>,
+    /// The iteration of the enclosing loop that runs as vectors, if any.
+    pub(crate) lane: Option<u32>,
+    /// Per `vectorized` loop (by address): its width and the parameters its vector form
+    /// assumes to be multiples of it, when it has one.
+    pub(crate) vector_forms: HashMap<usize, Option<(i64, Vec<sparsec_ir::VarId>)>>,
 }
 
 impl<'o> Observer<'o> {
@@ -115,7 +126,7 @@ impl<'o> Observer<'o> {
                 });
             }
         });
-        Observer { sink, sites, global, unit: [0; 6], stmt: 0, unrolled: Vec::new() }
+        Observer { sink, sites, global, unit: [0; 6], stmt: 0, unrolled: Vec::new(), lane: None, vector_forms: HashMap::new() }
     }
 
     /// Reports an access of element `index` of buffer `buffer` by the IR node at `node`
@@ -140,6 +151,7 @@ impl<'o> Observer<'o> {
             depth,
             block: [u[0], u[1], u[2]],
             thread: [u[3], u[4], u[5]],
+            lane: self.lane.unwrap_or(0),
         });
     }
 }

@@ -130,3 +130,36 @@ fn unrolled_iterations_are_sites_of_their_own() {
     assert_ne!(unrolled[0], unrolled[1]);
     assert!(!unrolled.contains(&serial[0]));
 }
+
+/// The iterations of a `vectorized` loop that runs as vectors are the lanes of one access;
+/// where its vector form's assumption fails (`n` not a multiple of 4), they are separate.
+#[test]
+fn vector_lanes_are_reported_where_the_loop_runs_as_vectors() {
+    let src = r#"
+func scale(x: handle, y: handle, n: i32) stage III {
+  buffer X = match_buffer(x, [n], f32)
+  buffer Y = match_buffer(y, [n], f32)
+  for t in threadIdx.x((n + 3) // 4) {
+    for v in vectorized(4) {
+      if t * 4 + v < n {
+        block s(vi: spatial(n) = t * 4 + v) {
+          Y[vi] = X[vi] * 2.0
+        }
+      }
+    }
+  }
+}
+"#;
+    let f = parse(src);
+    let lanes = |n: usize| {
+        let mut a = Args::new();
+        a.arrays.insert("x".into(), Array::F32(vec![1.0; n]));
+        a.arrays.insert("y".into(), Array::F32(vec![0.0; n]));
+        a.scalars.insert("n".into(), sparsec_ir::data::Scalar::Int(n as i64));
+        let mut seen: Vec<Access> = Vec::new();
+        run_observed(&f, &a, &Options::default(), &mut |x| seen.push(*x)).unwrap();
+        seen.iter().filter(|x| x.thread[0] == 0 && x.buffer == 0).map(|x| x.lane).collect::<Vec<_>>()
+    };
+    assert_eq!(lanes(8), vec![0, 1, 2, 3]);
+    assert_eq!(lanes(6), vec![0, 0, 0, 0]);
+}

@@ -25,6 +25,7 @@ pub mod sync;
 pub mod text;
 pub mod types;
 pub mod value;
+pub mod vector;
 pub mod verify;
 
 pub use arena::{Arena, Handle};

@@ -269,12 +269,14 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
         let Some(p) = at else { return Ok(false) };
         let coarse = accumulates && p > 0;
         let (lane, per_lane) = if coarse {
-            let parts = sch.split(loops[p], &[None, Some(COARSEN), Some(WARP)])?;
-            let mut chain = vec![parts[0], parts[2]];
+            // Feature `(k_0 * WARP + lane) * COARSEN + k_1`: each lane's features are
+            // consecutive, one vector.
+            let parts = sch.split(loops[p], &[None, Some(WARP), Some(COARSEN)])?;
+            let mut chain = vec![parts[0], parts[1]];
             chain.extend_from_slice(&loops[..p]);
-            chain.push(parts[1]);
+            chain.push(parts[2]);
             sch.reorder(&chain)?;
-            (parts[2], Some(parts[1]))
+            (parts[1], Some(parts[2]))
         } else {
             let parts = sch.split(loops[p], &[None, Some(WARP)])?;
             if p > 0 {
@@ -319,16 +321,16 @@ fn join_lanes(sch: &mut Schedule, init: &str, lane: crate::schedule::LoopRv) -> 
     let b = sch.get_block(init)?;
     let loops = sch.get_loops(b)?;
     let k = *loops.last().ok_or_else(|| ScheduleError::NotAPerfectNest { primitive: "auto::gpu", block: init.into() })?;
-    let parts = sch.split(k, &[None, Some(COARSEN), Some(WARP)])?;
-    sch.reorder(&[parts[0], parts[2], parts[1]])?;
+    sch.split(k, &[None, Some(WARP), Some(COARSEN)])?;
     sch.compute_at(b, lane)
 }
 
-/// Unrolls the loop `per_lane` and the loops of the copies into and out of the register cache
-/// whose write-back block is `back` (and of an `init` storing into it), so every cache index
-/// is a constant (a register).
+/// Vectorizes (or, where the primitive refuses, unrolls) the loop `per_lane` and the loops of
+/// the copies into and out of the register cache whose write-back block is `back` (and of an
+/// `init` storing into it): a lane's `COARSEN` consecutive features are one vector, and every
+/// cache index a constant (a register).
 fn unroll_copies(sch: &mut Schedule, back: BlockRv, per_lane: crate::schedule::LoopRv) -> Result<()> {
-    sch.unroll(per_lane)?;
+    vector_or_unroll(sch, per_lane)?;
     let cache = sch.func().buffers.iter().last().map(|(h, _)| h);
     let mut copies = Vec::new();
     walk_stmts(&sch.func().body, &mut |s| {
@@ -344,8 +346,18 @@ fn unroll_copies(sch: &mut Schedule, back: BlockRv, per_lane: crate::schedule::L
     }
     for b in blocks {
         if let Some(&l) = sch.get_loops(b)?.last() {
-            sch.unroll(l)?;
+            vector_or_unroll(sch, l)?;
         }
+    }
+    Ok(())
+}
+
+/// `vectorize`, or `unroll` where that is refused.
+fn vector_or_unroll(sch: &mut Schedule, l: crate::schedule::LoopRv) -> Result<()> {
+    let before = sch.clone();
+    if sch.vectorize(l).is_err() {
+        *sch = before;
+        sch.unroll(l)?;
     }
     Ok(())
 }

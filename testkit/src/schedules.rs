@@ -322,6 +322,30 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
             }
         }
     }
+    // Sometimes a vector form's shape: a loop split by 2, 4 or 8 and the inner part
+    // vectorized. Drawn from a stream of its own, so the instructions above replay as before.
+    let mut vrng = crate::Rng::new(seed ^ 0x7ec7_0f0f);
+    if vrng.below(3) == 0 {
+        let mut blocks = Vec::new();
+        sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
+            if let StmtKind::Block(b) = &s.kind {
+                blocks.push(b.name.clone());
+            }
+        });
+        if !blocks.is_empty() {
+            let name = blocks[vrng.below(blocks.len())].clone();
+            let loops = sch.get_block(&name).and_then(|b| sch.get_loops(b)).unwrap_or_default();
+            if !loops.is_empty() {
+                let k = vrng.below(loops.len());
+                let w = [2, 4, 8][vrng.below(3)];
+                tried.push(format!("split loop {k} of {name} by {w}, vectorize the inner part"));
+                let ok = sch.split(loops[k], &[None, Some(w)]).and_then(|p| sch.vectorize(p[1])).is_ok();
+                if let (false, Some(last)) = (ok, tried.last_mut()) {
+                    last.push_str(" (refused)");
+                }
+            }
+        }
+    }
     sch.lower_sparse_buffer().ok()?;
     Some((sch.into_func(), tried))
 }

@@ -90,7 +90,8 @@ fn zeros(n: usize) -> Array {
 
 // ---- SpMM family ---------------------------------------------------------------------------
 
-fn spmm_case(m: &Mat, rng: &mut Rng, feat: usize) -> Case {
+/// A CSR SpMM case (`csrmm`'s parameters) of `m` with `feat` features, random values.
+pub fn spmm_case(m: &Mat, rng: &mut Rng, feat: usize) -> Case {
     let b = rng.vec(m.cols * feat);
     let dense = m.to_dense();
     let mut c = vec![0f32; m.rows * feat];

@@ -312,23 +312,55 @@ fn default_gpu_schedule_fuses_multiply_adds() {
     }
 }
 
-/// csrmm under the default GPU schedule walks a row's nonzeros once for 4 × 32 features: the
-/// innermost loop loads the nonzero's value and column once and B once per feature, does 4
-/// FMAs into registers and stores nothing (1.5 global loads per multiply); no spills, no stack.
+/// csrmm under the default GPU schedule walks a row's nonzeros once for 32 lanes × 4
+/// consecutive features. Where the feature count is a multiple of 4 (a test outside the
+/// row loop), a lane's features are one vector: the innermost loop loads the nonzero's value
+/// and column once and B with one 128-bit load per nonzero, does 4 FMAs into registers and
+/// stores nothing. Elsewhere the same loop runs with scalar loads (also no stores). No spills,
+/// no stack.
 #[test]
 fn default_csrmm_kernel_reads_each_nonzero_once_per_walk() {
+    let coarsen = sparsec_schedule::auto::COARSEN as usize;
     let ptx = emit_ptx(&gpu_auto("csrmm"), "sm_90").unwrap();
     let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
     let stats: Vec<sparsec_nvidia::LoopStats> = loops.iter().map(|l| sparsec_nvidia::LoopStats::of(l)).collect();
-    let inner = stats.iter().find(|s| s.fmas > 0).unwrap_or_else(|| panic!("no loop multiplies:\n{ptx}"));
-    assert_eq!(inner.fmas, sparsec_schedule::auto::COARSEN as usize, "{ptx}");
-    assert_eq!((inner.global_stores, inner.atomics, inner.float_muls), (0, 0, 0), "{ptx}");
-    assert!(inner.global_loads * 2 <= inner.fmas * 3, "{} loads for {} FMAs:\n{ptx}", inner.global_loads, inner.fmas);
-    // C is written once, by the register cache's write-back: the init stores into the
-    // registers (no zeroing pass over C, no copy of C in).
-    assert_eq!(ptx.matches("st.global").count(), sparsec_schedule::auto::COARSEN as usize, "{ptx}");
+    let multiplying: Vec<_> = stats.iter().filter(|s| s.fmas > 0).collect();
+    assert_eq!(multiplying.len(), 2, "a vector and a scalar copy:\n{ptx}");
+    for s in &multiplying {
+        assert_eq!(s.fmas % coarsen, 0, "{s:?}");
+        assert_eq!((s.global_stores, s.atomics, s.float_muls), (0, 0, 0), "{ptx}");
+    }
+    let v = multiplying.iter().find(|s| s.vector_width == coarsen).unwrap_or_else(|| panic!("no vector loads:\n{ptx}"));
+    // One vector load of B and the nonzero's value and column per 4 FMAs.
+    assert!(v.global_loads * 4 <= v.fmas * 3, "{} loads for {} FMAs:\n{ptx}", v.global_loads, v.fmas);
+    // C is written once, by the register cache's write-back (one vector store, or 4 scalar
+    // ones): the init stores into the registers (no zeroing pass, no copy of C in).
+    assert_eq!(ptx.matches("st.global.v4").count(), 1, "{ptx}");
+    assert_eq!(ptx.matches("st.global").count(), 1 + coarsen, "{ptx}");
     for r in ptxas("csrmm_coarsened", &ptx, "sm_90") {
         assert_eq!((r.spills, r.stack), (0, 0), "{r:?}");
+    }
+}
+
+/// csrmm under the default GPU schedule, emulated, equals the reference at feature counts
+/// that are multiples of the vector width (vector form, lanes partly idle below 128) and
+/// that are not (the loops as written).
+#[test]
+fn default_csrmm_kernel_agrees_at_every_feature_count() {
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let f = gpu_auto("csrmm");
+    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &opts).unwrap();
+    assert!(text.contains("vector.load") && text.contains("vector.store"), "the vector form is emulated:\n{text}");
+    let kernel = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+    let matrices = sparsec_testkit::generated_matrices();
+    for feat in [1, 3, 4, 6, 32, 68, 130, 260] {
+        for (mname, m) in matrices.iter().take(3) {
+            let case = sparsec_testkit::workloads::spmm_case(m, &mut sparsec_testkit::Rng::new(feat as u64), feat);
+            let mut out = case.args.clone();
+            kernel.run(&mut out).unwrap_or_else(|e| panic!("feat {feat} on {mname}: {e}"));
+            let got = sparsec_testkit::output_f32(&out, "c");
+            sparsec_testkit::assert_close(&format!("csrmm --auto gpu, feat {feat}, on {mname}"), &got, &case.expected[0].1, 1e-4);
+        }
     }
 }
 
