@@ -143,3 +143,22 @@ fn gpu_sparse_fuses_accumulating_and_pointwise_iterations() {
         assert_eq!(sch.func(), &f, "{name}");
     }
 }
+
+/// Vector partial sums are made only where the default GPU schedule still lowers: over a
+/// row's nonzeros (`auto_gpu_partial_sums_over_nonzeros`, CubeCL fuzz seed 49618) and over a
+/// dense axis whose split position lowering cannot prove to stay in the row
+/// (`auto_gpu_partial_sums_unproven_row`, seed 49589), the whole default schedule was refused.
+/// Both now schedule, without partial sums.
+#[test]
+fn partial_sums_only_where_the_schedule_lowers() {
+    for text in [
+        include_str!("fuzz_regressions/auto_gpu_partial_sums_over_nonzeros.sptir"),
+        include_str!("fuzz_regressions/auto_gpu_partial_sums_unproven_row.sptir"),
+    ] {
+        let f = sparsec::ir::text::parse_func("r.sptir", text).unwrap();
+        let gpu = auto::gpu_schedule(&f, 32).unwrap_or_else(|e| panic!("{e}"));
+        let mut partial = false;
+        sparsec::ir::func::walk_stmts(&gpu.body, &mut |s| partial |= matches!(&s.kind, StmtKind::Block(b) if b.name.ends_with("_rf")));
+        assert!(!partial, "{}", sparsec::ir::text::print_func(&gpu));
+    }
+}

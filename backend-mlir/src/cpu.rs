@@ -132,10 +132,16 @@ fn emulate_grid<'c, 'f>(
         t.target = Target::Gpu;
         t.emulated = true;
         t.set_gpu_ids(tids);
-        t.set_entry(b);
         t.sync = Some(crate::translate::KernelSync::new(t.func, spec.stmts, phased));
         t.phase_units = [units.first().copied(), units.get(1).copied(), units.get(2).copied()];
-        let r = t.stmts(b, spec.stmts);
+        // Each unit's allocations live in a scope of their own, so the stack does not grow
+        // with the grid.
+        let r = if crate::translate::has_alloc(spec.stmts) {
+            t.alloca_scope(b, |t, blk| t.stmts(blk, spec.stmts))
+        } else {
+            t.set_entry(b);
+            t.stmts(b, spec.stmts)
+        };
         t.sync = None;
         t.phase_units = [None; 3];
         t.target = saved;

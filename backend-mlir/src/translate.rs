@@ -20,6 +20,13 @@ use sparsec_ir::{
     Stmt, StmtKind, Storage, ThreadTag, UnOp,
 };
 
+/// Whether `stmts` allocate a buffer.
+pub(crate) fn has_alloc(stmts: &[Stmt]) -> bool {
+    let mut found = false;
+    sparsec_ir::walk_stmts(stmts, &mut |s| found |= matches!(s.kind, StmtKind::Alloc(_)));
+    found
+}
+
 /// An SSA value; lifetimes are the context's (values live as long as the module).
 pub(crate) type Val<'c> = Value<'c, 'c>;
 
@@ -1211,6 +1218,25 @@ impl<'c, 'f> Tr<'c, 'f> {
         Ok(())
     }
 
+    /// `body` in an `scf.execute_region` whose block is the entry of its allocations,
+    /// between a save and a restore of the stack pointer: the allocations are released when
+    /// the body ends (one GPU unit, one parallel iteration), so the stack does not grow with
+    /// the iterations. (`memref.alloca_scope` would do it, but `convert-scf-to-cf` splits its
+    /// region into blocks before it is lowered.)
+    pub(crate) fn alloca_scope(&mut self, b: &Block<'c>, body: impl FnOnce(&mut Self, &Block<'c>) -> Result<()>) -> Result<()> {
+        let ptr = Type::parse(self.ctx, "!llvm.ptr").ok_or_else(|| MlirError::internal("pointer type"))?;
+        let saved = self.emit1(b, "llvm.intr.stacksave", &[], ptr, &[])?;
+        let outer = self.entry;
+        let region = self.region(&[], |t, blk, _| {
+            t.set_entry(blk);
+            body(t, blk)?;
+            t.yield_(blk, &[])
+        });
+        self.entry = outer;
+        b.append_operation(self.build("scf.execute_region", &[], &[], &[], vec![region?])?);
+        self.emit(b, "llvm.intr.stackrestore", &[saved], &[], &[]).map(drop)
+    }
+
     /// A `vectorized` loop in its vector form (`ir::vector`) where every assumed parameter is
     /// a multiple of the width, and as written elsewhere.
     fn vector_loop(&mut self, b: &Block<'c>, f: &'f For, p: &VPlan<'_>, init: Option<(&'f Stmt, &'f Expr)>, [min, ext]: [Val<'c>; 2]) -> Result<()> {
@@ -1538,16 +1564,17 @@ impl<'c, 'f> Tr<'c, 'f> {
         self.par_depth += parallel as usize;
         let outer_entry = self.entry;
         let region = self.region(&[it], |t, blk, iv| {
-            if parallel {
-                // Each parallel iteration gets its own hoisted allocations.
-                t.set_entry(blk);
-            }
             let v = t.index_to(blk, iv[0], dtype)?;
             t.bind_var(var, v);
             if let Some(slot) = t.var_index.get_mut(var.index()) {
                 *slot = Some(iv[0]);
             }
-            t.stmts(blk, &f.body)?;
+            if parallel && has_alloc(&f.body) {
+                // Each parallel iteration gets its own hoisted allocations.
+                t.alloca_scope(blk, |t, inner| t.stmts(inner, &f.body))?;
+            } else {
+                t.stmts(blk, &f.body)?;
+            }
             if parallel {
                 t.emit(blk, "scf.reduce", &[], &[], &[]).map(drop)
             } else {

@@ -159,14 +159,67 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
         });
     });
     for (name, written) in found {
-        for buf in written {
-            register_cache(sch, 1, |s| {
+        let mut cached = false;
+        for buf in &written {
+            cached |= register_cache(sch, 1, |s| {
                 let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
-                s.cache_write(b, &buf, sparsec_ir::Scope::Local, at)
-            });
+                s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
+            })
+            .is_some();
+        }
+        if cached && written.len() == 1 {
+            let mut trial = sch.clone();
+            if vector_partial_sums(&mut trial, &name).is_ok() && lowers(trial.func()) {
+                *sch = trial;
+            }
         }
     }
     Ok(())
+}
+
+/// Whether `f` (Stage II or III) lowers to a verified Stage III.
+fn lowers(f: &Func) -> bool {
+    match f.stage {
+        Stage::II => sparsec_passes::lower_sparse_buffer(f).is_ok_and(|g| sparsec_ir::verify::verify_func(&g).is_ok()),
+        _ => sparsec_ir::verify::verify_func(f).is_ok(),
+    }
+}
+
+/// Sums a register-cached reduction over features (sddmm's `C[i, j]` over `k`) in
+/// [`COARSEN`] partial sums, one per consecutive feature: the feature loop is split by
+/// `COARSEN`, `rfactor` gives the partial sums (in `local` scope: registers), their update
+/// and zeroing loops are vectorized, and the final sum of the `COARSEN` is unrolled. Each
+/// unit then reads `COARSEN` consecutive features of each operand at once. Only for a
+/// feature loop: its extent is not a literal and reads no buffer (a row's nonzeros do).
+fn vector_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
+    let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto::gpu", block: name.into() };
+    let b = sch.get_block(name)?;
+    let k = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
+    let var = sch.loop_var(k)?;
+    let mut feature = false;
+    walk_stmts(&sch.func().body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            if l.var == var {
+                feature = l.extent.as_int().is_none() && !reads_buffer(&l.extent);
+            }
+        }
+    });
+    if !feature {
+        return Err(refuse());
+    }
+    let parts = sch.split(k, &[None, Some(COARSEN)])?;
+    let rf = sch.rfactor(parts[1], 0)?;
+    let sums = sch.func().buffers.iter().last().map(|(_, x)| x.name.clone()).ok_or_else(refuse)?;
+    sch.set_scope(&sums, sparsec_ir::Scope::Local)?;
+    let loops = sch.get_loops(rf)?;
+    let &[.., outer, lanes] = loops.as_slice() else { return Err(refuse()) };
+    let init = sch.decompose_reduction(rf, outer)?;
+    sch.vectorize(lanes)?;
+    let zeroing = *sch.get_loops(init)?.last().ok_or_else(refuse)?;
+    sch.vectorize(zeroing)?;
+    let b = sch.get_block(name)?;
+    let total = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
+    sch.unroll(total)
 }
 
 /// Applies `cache` (a `cache_read` or `cache_write` to local scope) and keeps it only when it

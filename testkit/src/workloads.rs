@@ -290,7 +290,11 @@ fn build_sparse_softmax(m: &Mat, rng: &mut Rng) -> Option<Case> {
 // ---- SDDMM ---------------------------------------------------------------------------------
 
 fn sddmm_case(m: &Mat, rng: &mut Rng) -> Case {
-    let feat = 4;
+    sddmm_case_of_width(m, rng, 4)
+}
+
+/// An SDDMM case (`sddmm`'s parameters) of the pattern of `m` with `feat` features.
+pub fn sddmm_case_of_width(m: &Mat, rng: &mut Rng, feat: usize) -> Case {
     let a = rng.vec(m.rows * feat);
     let b = rng.vec(m.cols * feat);
     let mut want = Vec::with_capacity(m.nnz());

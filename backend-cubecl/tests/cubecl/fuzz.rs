@@ -46,6 +46,8 @@ const REGRESSIONS: &[(u64, bool)] = &[
     (7302925, false),
     (7304123, false),
     (7306666, false),
+    (49618, false),
+    (49589, false),
 ];
 
 /// wgpu as a backend of the run path.

@@ -342,25 +342,46 @@ fn default_csrmm_kernel_reads_each_nonzero_once_per_walk() {
     }
 }
 
-/// csrmm under the default GPU schedule, emulated, equals the reference at feature counts
-/// that are multiples of the vector width (vector form, lanes partly idle below 128) and
-/// that are not (the loops as written).
+/// csrmm and sddmm under the default GPU schedule, emulated, equal the reference at feature
+/// counts that are multiples of the vector width (vector forms; csrmm's lanes partly idle
+/// below 128) and that are not (the loops as written).
 #[test]
-fn default_csrmm_kernel_agrees_at_every_feature_count() {
+fn default_spmm_and_sddmm_kernels_agree_at_every_feature_count() {
+    use sparsec_testkit::workloads::{sddmm_case_of_width, spmm_case};
     let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
-    let f = gpu_auto("csrmm");
-    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &opts).unwrap();
-    assert!(text.contains("vector.load") && text.contains("vector.store"), "the vector form is emulated:\n{text}");
-    let kernel = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
     let matrices = sparsec_testkit::generated_matrices();
-    for feat in [1, 3, 4, 6, 32, 68, 130, 260] {
-        for (mname, m) in matrices.iter().take(3) {
-            let case = sparsec_testkit::workloads::spmm_case(m, &mut sparsec_testkit::Rng::new(feat as u64), feat);
-            let mut out = case.args.clone();
-            kernel.run(&mut out).unwrap_or_else(|e| panic!("feat {feat} on {mname}: {e}"));
-            let got = sparsec_testkit::output_f32(&out, "c");
-            sparsec_testkit::assert_close(&format!("csrmm --auto gpu, feat {feat}, on {mname}"), &got, &case.expected[0].1, 1e-4);
+    let cases: [(&str, fn(&sparsec_testkit::Mat, &mut sparsec_testkit::Rng, usize) -> sparsec_testkit::workloads::Case); 2] =
+        [("csrmm", spmm_case), ("sddmm", sddmm_case_of_width)];
+    for (name, case_of) in cases {
+        let f = gpu_auto(name);
+        let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &opts).unwrap();
+        assert!(text.contains("vector.load"), "{name}: the vector form is emulated:\n{text}");
+        let kernel = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+        for feat in [1, 3, 4, 6, 32, 68, 130, 260] {
+            for (mname, m) in matrices.iter().take(3) {
+                let case = case_of(m, &mut sparsec_testkit::Rng::new(feat as u64), feat);
+                let mut out = case.args.clone();
+                kernel.run(&mut out).unwrap_or_else(|e| panic!("{name}, feat {feat} on {mname}: {e}"));
+                let got = sparsec_testkit::output_f32(&out, "c");
+                sparsec_testkit::assert_close(&format!("{name} --auto gpu, feat {feat}, on {mname}"), &got, &case.expected[0].1, 1e-4);
+            }
         }
+    }
+}
+
+/// sddmm under the default GPU schedule sums each nonzero's product in 4 partial sums, one
+/// per consecutive feature: where the feature count is a multiple of 4, the innermost loop
+/// reads A and B with 128-bit loads (and the column), 4 FMAs per step, no store.
+#[test]
+fn default_sddmm_kernel_reads_four_features_at_once() {
+    let ptx = emit_ptx(&gpu_auto("sddmm"), "sm_90").unwrap();
+    let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
+    let stats: Vec<sparsec_nvidia::LoopStats> = loops.iter().map(|l| sparsec_nvidia::LoopStats::of(l)).collect();
+    let v = stats.iter().find(|s| s.vector_width == 4 && s.fmas > 0).unwrap_or_else(|| panic!("no vector loop:\n{ptx}"));
+    assert_eq!((v.global_stores, v.atomics, v.float_muls), (0, 0, 0), "{ptx}");
+    assert!(v.global_loads * 4 <= v.fmas * 3, "{} loads for {} FMAs:\n{ptx}", v.global_loads, v.fmas);
+    for r in ptxas("sddmm_partial_sums", &ptx, "sm_90") {
+        assert_eq!((r.spills, r.stack), (0, 0), "{r:?}");
     }
 }
 

@@ -121,3 +121,37 @@ func mm(x: handle, y: handle, o: handle, n: i32) stage III {
         .int("n", n as i64);
     check(src, &args);
 }
+
+/// Allocations inside a parallel loop or a GPU unit are released at the end of each
+/// iteration or unit: 3,000 iterations of a 16 KiB local buffer would need 48 MiB of stack
+/// if they were not (a stack overflow, found on an emulated kernel with a register array).
+#[test]
+fn per_iteration_allocations_do_not_grow_the_stack() {
+    let src = r#"
+func stack(x: handle, y: handle, z: handle, n: i32) stage III {
+  buffer X = match_buffer(x, [n], i32)
+  buffer Y = match_buffer(y, [n], f32)
+  buffer Z = match_buffer(z, [n], f32)
+  for i in parallel(n) {
+    buffer L = alloc_buffer([4096], f32, local)
+    L[X[i]] = cast(f32, i)
+    Y[i] = L[X[i]] + L[4095 - X[i]]
+  }
+  for b in blockIdx.x(n) {
+    for t in threadIdx.x(1) {
+      buffer M = alloc_buffer([4096], f32, local)
+      M[X[b]] = 2.0
+      Z[b] = M[X[b]] + M[0]
+    }
+  }
+}
+"#;
+    let n = 3000;
+    let mut args = Args::new();
+    args.arrays.insert("x".into(), Array::I32((0..n).map(|i| (i * 7919 % 4096) as i32).collect()));
+    args.arrays.insert("y".into(), Array::F32(vec![0.0; n]));
+    args.arrays.insert("z".into(), Array::F32(vec![0.0; n]));
+    args.scalars.insert("n".into(), sparsec_ir::data::Scalar::Int(n as i64));
+    // Tests run on threads with 2 MiB stacks.
+    std::thread::Builder::new().stack_size(2 << 20).spawn(move || check(src, &args)).unwrap().join().unwrap();
+}
