@@ -81,8 +81,7 @@ fn touches(func: &Func, e: &Expr, x: BufferId) -> bool {
 /// through their bindings.
 fn unit_stride(p: &Plan, func: &Func, e: &Expr) -> bool {
     let env: std::collections::HashMap<VarId, Expr> = p.block.iters.iter().map(|it| (it.var, it.binding.clone())).collect();
-    let coef = func.affine_in(&e.clone().substitute(&env), p.kloop.var).map(|(_, c)| c);
-    coef.is_some_and(|c| sparsec_ir::args::eval_int(&c, &std::collections::HashMap::new()) == Some(1))
+    func.steps_by_one(&e.clone().substitute(&env), p.kloop.var)
 }
 
 /// Whether an access is contiguous in `k`: the last index has coefficient 1, the others do

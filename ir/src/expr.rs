@@ -227,6 +227,25 @@ impl Expr {
         }
     }
 
+    /// The value of an integer expression built from literals with `+`, `-`, `*` and integer
+    /// casts (`None` for anything else or on overflow).
+    pub fn literal_value(&self) -> Option<i64> {
+        match self {
+            Expr::Int(v, _) => Some(*v),
+            Expr::Cast(t, x) if t.is_int() => x.literal_value(),
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (a.literal_value()?, b.literal_value()?);
+                match op {
+                    BinOp::Add => a.checked_add(b),
+                    BinOp::Sub => a.checked_sub(b),
+                    BinOp::Mul => a.checked_mul(b),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// Direct sub-expressions, in evaluation order.
     pub fn children(&self) -> Vec<&Expr> {
         match self {

@@ -953,6 +953,12 @@ impl Func {
         })
     }
 
+    /// Whether `e` steps by one with `v`: affine in it ([`Func::affine_in`]) with
+    /// coefficient 1.
+    pub fn steps_by_one(&self, e: &Expr, v: VarId) -> bool {
+        self.affine_in(e, v).is_some_and(|(_, c)| c.literal_value() == Some(1))
+    }
+
     /// The dtype an expression evaluates to, assuming it is well typed (the verifier checks
     /// that): comparisons and logic give `bool`, other operators the left operand's dtype.
     pub fn expr_dtype(&self, e: &Expr) -> DType {

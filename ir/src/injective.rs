@@ -159,7 +159,7 @@ impl Analysis<'_> {
                 Some(Form { atoms: vec![atom((**x).clone(), (**d).clone(), None)], span: None, varying: false })
             }
             // A negative modulus is refused: its digits lie in `m + 1..=0`.
-            Expr::Binary(BinOp::FloorMod, x, m) if self.invariant(m) && constant(m).is_none_or(|v| v > 0) => {
+            Expr::Binary(BinOp::FloorMod, x, m) if self.invariant(m) && m.literal_value().is_none_or(|v| v > 0) => {
                 let a = match &**x {
                     Expr::Binary(BinOp::FloorDiv, y, d) if self.invariant(d) => {
                         atom((**y).clone(), (**d).clone(), Some((**m).clone()))
@@ -202,7 +202,7 @@ impl Analysis<'_> {
         self.terms(e, &mut terms)?;
         // Coefficient 1 first, then constants ascending, then symbolic ones in order; a
         // varying term (at most one) is the highest digit.
-        terms.sort_by_key(|(c, f)| match (f.varying, constant(c)) {
+        terms.sort_by_key(|(c, f)| match (f.varying, c.literal_value()) {
             (true, _) => (2, 0),
             (false, Some(v)) => (0, v),
             (false, None) => (1, 0),
@@ -213,7 +213,7 @@ impl Analysis<'_> {
         let mut atoms = Vec::new();
         let mut span: Option<Expr> = None;
         for (k, (c, f)) in terms.into_iter().enumerate() {
-            match (k, constant(&c)) {
+            match (k, c.literal_value()) {
                 (0, Some(v)) if v > 0 => {}
                 (0, _) => return None,
                 // Symbolic coefficients only where they equal the span below (never 0 then,
@@ -251,27 +251,10 @@ fn covers(splits: &[&Atom], span: Option<&Expr>) -> bool {
     false
 }
 
-/// The value of an integer expression built from literals.
-fn constant(e: &Expr) -> Option<i64> {
-    match e {
-        Expr::Int(v, _) => Some(*v),
-        Expr::Cast(t, x) if t.is_int() => constant(x),
-        Expr::Binary(op, a, b) => {
-            let (a, b) = (constant(a)?, constant(b)?);
-            match op {
-                BinOp::Add => a.checked_add(b),
-                BinOp::Sub => a.checked_sub(b),
-                BinOp::Mul => a.checked_mul(b),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
 
 /// `a * b`, folding constants and ones.
 fn mul(a: &Expr, b: &Expr) -> Expr {
-    match (constant(a), constant(b)) {
+    match (a.literal_value(), b.literal_value()) {
         (Some(1), _) => b.clone(),
         (_, Some(1)) => a.clone(),
         (Some(x), Some(y)) if x.checked_mul(y).is_some() => Expr::i32(x * y),
@@ -286,7 +269,7 @@ fn factors(e: &Expr, out: &mut Vec<Expr>, k: &mut i64) {
             factors(a, out, k);
             factors(b, out, k);
         }
-        _ => match constant(e) {
+        _ => match e.literal_value() {
             Some(v) => *k = k.saturating_mul(v),
             None => out.push(e.clone()),
         },
@@ -317,7 +300,7 @@ fn same(a: &Expr, b: &Expr) -> bool {
 
 /// `a <= b`, where provable.
 fn le(a: &Expr, b: &Expr) -> bool {
-    match (constant(a), constant(b)) {
+    match (a.literal_value(), b.literal_value()) {
         (Some(x), Some(y)) => x <= y,
         _ => same(a, b),
     }

@@ -249,8 +249,7 @@ impl<'f> Planner<'_> {
     /// The first lane's value of `e` (bindings substituted), and whether `e` is `base + k`.
     fn unit_stride(&self, e: &Expr) -> Option<Expr> {
         let e = self.subst(e);
-        let (_, coef) = self.func.affine_in(&e, self.k)?;
-        (fold(&coef)? == 1).then(|| e.substitute(&HashMap::from([(self.k, self.min.clone())])))
+        self.func.steps_by_one(&e, self.k).then(|| e.substitute(&HashMap::from([(self.k, self.min.clone())])))
     }
 
     fn access(&mut self, buffer: BufferId, indices: &[Expr]) -> Option<Access> {
@@ -324,24 +323,6 @@ impl<'f> Planner<'_> {
             },
             _ => return None,
         })
-    }
-}
-
-/// The value of an integer expression of literals.
-fn fold(e: &Expr) -> Option<i64> {
-    match e {
-        Expr::Int(v, _) => Some(*v),
-        Expr::Binary(op, a, b) => {
-            let (a, b) = (fold(a)?, fold(b)?);
-            match op {
-                BinOp::Add => a.checked_add(b),
-                BinOp::Sub => a.checked_sub(b),
-                BinOp::Mul => a.checked_mul(b),
-                _ => None,
-            }
-        }
-        Expr::Cast(d, a) if d.is_int() => fold(a),
-        _ => None,
     }
 }
 
