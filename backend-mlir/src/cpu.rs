@@ -136,7 +136,7 @@ fn emulate_grid<'c, 'f>(
         t.phase_units = [units.first().copied(), units.get(1).copied(), units.get(2).copied()];
         // Each unit's allocations live in a scope of their own, so the stack does not grow
         // with the grid.
-        let r = if crate::translate::has_alloc(spec.stmts) {
+        let r = if crate::translate::allocates(t.func, spec.stmts, |_| true) {
             t.alloca_scope(b, |t, blk| t.stmts(blk, spec.stmts))
         } else {
             t.set_entry(b);

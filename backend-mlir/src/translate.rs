@@ -20,10 +20,14 @@ use sparsec_ir::{
     Stmt, StmtKind, Storage, ThreadTag, UnOp,
 };
 
-/// Whether `stmts` allocate a buffer.
-pub(crate) fn has_alloc(stmts: &[Stmt]) -> bool {
+/// Whether `stmts` allocate a buffer for which `which` holds.
+pub(crate) fn allocates(func: &Func, stmts: &[Stmt], which: impl Fn(&sparsec_ir::Buffer) -> bool) -> bool {
     let mut found = false;
-    sparsec_ir::walk_stmts(stmts, &mut |s| found |= matches!(s.kind, StmtKind::Alloc(_)));
+    sparsec_ir::walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Alloc(buf) = s.kind {
+            found |= func.buffers.try_get(buf).is_none_or(&which);
+        }
+    });
     found
 }
 
@@ -1031,10 +1035,12 @@ impl<'c, 'f> Tr<'c, 'f> {
     /// A loop; `init` is a statement just before it whose constant starts its register tiles
     /// (`regtile::init_of`), run here only when the loop has no iteration.
     fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
-        if self.target == Target::Gpu && self.vectors.is_none() && f.kind == ForKind::Serial {
-            let need = sparsec_ir::vector::assumptions(self.func, &f.body);
-            if !need.is_empty() && !self.allocates_shared(&f.body) {
-                // One test of the vector forms' assumptions for the whole loop, and two copies.
+        if self.target == Target::Gpu && self.vectors.is_none() && matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
+            let need = sparsec_ir::vector::assumptions(self.func, f);
+            let shared = |d: &sparsec_ir::Buffer| d.storage != Storage::Alloc(Scope::Local);
+            if !need.is_empty() && !allocates(self.func, &f.body, shared) {
+                // One test of the vector forms' assumptions for the whole loop (the outermost
+                // serial or vectorized one), and two copies.
                 let c = self.multiples(b, &need)?;
                 let copy = |t: &mut Self, holds: bool| {
                     t.region(&[], |t, blk, _| {
@@ -1051,17 +1057,6 @@ impl<'c, 'f> Tr<'c, 'f> {
             }
         }
         self.for_loop_versioned(b, f, init)
-    }
-
-    /// Whether `stmts` allocate shared or global memory (which two copies would double).
-    fn allocates_shared(&self, stmts: &[Stmt]) -> bool {
-        let mut found = false;
-        sparsec_ir::walk_stmts(stmts, &mut |s| {
-            if let StmtKind::Alloc(buf) = s.kind {
-                found |= self.func.buffers.try_get(buf).is_none_or(|d| !matches!(d.storage, Storage::Alloc(Scope::Local)));
-            }
-        });
-        found
     }
 
     /// Whether each parameter is a multiple of its width.
@@ -1237,39 +1232,22 @@ impl<'c, 'f> Tr<'c, 'f> {
         self.emit(b, "llvm.intr.stackrestore", &[saved], &[], &[]).map(drop)
     }
 
-    /// A `vectorized` loop in its vector form (`ir::vector`) where every assumed parameter is
-    /// a multiple of the width, and as written elsewhere.
+    /// A `vectorized` loop in its vector form (`ir::vector`), except in the copy of a
+    /// versioned loop (`for_loop`) where its assumptions fail.
     fn vector_loop(&mut self, b: &Block<'c>, f: &'f For, p: &VPlan<'_>, init: Option<(&'f Stmt, &'f Expr)>, [min, ext]: [Val<'c>; 2]) -> Result<()> {
-        let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
-        let vector = |t: &mut Self, blk: &Block<'c>| -> Result<()> {
-            let saved = (t.vars.clone(), t.var_index.clone(), t.var_def.clone());
-            t.bind_var(f.var, min);
-            let at = t.to_index(blk, min)?;
-            if let Some(slot) = t.var_index.get_mut(f.var.index()) {
-                *slot = Some(at);
-            }
-            let r = t.vstmts(blk, &p.body, p.width);
-            (t.vars, t.var_index, t.var_def) = saved;
-            r
-        };
-        match self.vectors {
-            Some(true) => return vector(self, b),
-            Some(false) => return self.plain_loop(b, f, init, dtype, [min, ext]),
-            None if p.assume.is_empty() => return vector(self, b),
-            None => {}
+        if self.vectors == Some(false) {
+            let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+            return self.plain_loop(b, f, init, dtype, [min, ext]);
         }
-        let need = p.assume.iter().map(|&v| (v, p.width)).collect();
-        let c = self.multiples(b, &need)?;
-        let r1 = self.region(&[], |t, blk, _| {
-            vector(t, blk)?;
-            t.yield_(blk, &[])
-        })?;
-        let r2 = self.region(&[], |t, blk, _| {
-            t.plain_loop(blk, f, init, dtype, [min, ext])?;
-            t.yield_(blk, &[])
-        })?;
-        b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r1, r2])?);
-        Ok(())
+        let saved = (self.vars.clone(), self.var_index.clone(), self.var_def.clone());
+        self.bind_var(f.var, min);
+        let at = self.to_index(b, min)?;
+        if let Some(slot) = self.var_index.get_mut(f.var.index()) {
+            *slot = Some(at);
+        }
+        let r = self.vstmts(b, &p.body, p.width);
+        (self.vars, self.var_index, self.var_def) = saved;
+        r
     }
 
     fn vstmts(&mut self, b: &Block<'c>, list: &[VStmt<'_>], w: i64) -> Result<()> {
@@ -1289,12 +1267,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                 VStmt::Store(st) => self.vstore(b, st, w)?,
                 VStmt::Block { block, stores } => {
                     for it in &block.iters {
-                        let v = self.expr(b, &it.binding)?;
-                        if let Some(slot) = self.var_def.get_mut(it.var.index()) {
-                            *slot = Some(it.binding.clone());
-                        }
-                        self.bind_uniform(it.var, &it.binding);
-                        self.bind_var(it.var, v);
+                        self.bind_iter(b, it)?;
                     }
                     for st in stores {
                         self.vstore(b, st, w)?;
@@ -1309,22 +1282,22 @@ impl<'c, 'f> Tr<'c, 'f> {
         let d = self.buf_dtype(st.at.buffer)?;
         let vt = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(d))).ok_or_else(|| MlirError::internal("vector type"))?;
         let v = self.vvalue(b, &st.value, vt, d, w)?;
-        let (m, at, align) = self.vaccess(b, &st.at, d, w)?;
-        let attrs: Vec<(&str, Attribute<'c>)> = align.iter().map(|a| ("alignment", *a)).collect();
+        let (m, at, attrs) = self.vaccess(b, &st.at, d, w)?;
         self.emit(b, "vector.store", &[v, m, at], &[], &attrs).map(drop)
     }
 
-    /// The memref, first lane's index and alignment (when proven, in GPU memory) of an access.
-    fn vaccess(&mut self, b: &Block<'c>, a: &Access, d: DType, w: i64) -> Result<(Val<'c>, Val<'c>, Option<Attribute<'c>>)> {
+    /// The memref, first lane's index and attributes (the alignment, when proven, in GPU
+    /// memory) of an access.
+    #[allow(clippy::type_complexity)]
+    fn vaccess(&mut self, b: &Block<'c>, a: &Access, d: DType, w: i64) -> Result<(Val<'c>, Val<'c>, Vec<(&'static str, Attribute<'c>)>)> {
         let m = self.buf_val(a.buffer)?;
         let at = self.flat_index(b, a.buffer, std::slice::from_ref(&a.index))?;
         let global = matches!(self.func.buffers.try_get(a.buffer).map(|x| &x.storage), Some(Storage::Param(_)));
-        let align = if a.aligned && global && !self.emulated {
-            Some(self.attr(&format!("{} : i64", w * d.size_bytes() as i64))?)
-        } else {
-            None
-        };
-        Ok((m, at, align))
+        let mut attrs = Vec::new();
+        if a.aligned && global && !self.emulated {
+            attrs.push(("alignment", self.attr(&format!("{} : i64", w * d.size_bytes() as i64))?));
+        }
+        Ok((m, at, attrs))
     }
 
     fn vvalue(&mut self, b: &Block<'c>, e: &VExpr, vt: Type<'c>, d: DType, w: i64) -> Result<Val<'c>> {
@@ -1334,8 +1307,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                 self.emit1(b, "vector.broadcast", &[s], vt, &[])?
             }
             VExpr::Load(a) => {
-                let (m, at, align) = self.vaccess(b, a, d, w)?;
-                let attrs: Vec<(&str, Attribute<'c>)> = align.iter().map(|a| ("alignment", *a)).collect();
+                let (m, at, attrs) = self.vaccess(b, a, d, w)?;
                 self.emit1(b, "vector.load", &[m, at], vt, &attrs)?
             }
             VExpr::Binary(op, x, y) => {
@@ -1569,7 +1541,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             if let Some(slot) = t.var_index.get_mut(var.index()) {
                 *slot = Some(iv[0]);
             }
-            if parallel && has_alloc(&f.body) {
+            if parallel && allocates(self.func, &f.body, |_| true) {
                 // Each parallel iteration gets its own hoisted allocations.
                 t.alloca_scope(blk, |t, inner| t.stmts(inner, &f.body))?;
             } else {
@@ -1594,14 +1566,21 @@ impl<'c, 'f> Tr<'c, 'f> {
         Ok(())
     }
 
+    /// Binds a block iterator to its binding's value (returned).
+    fn bind_iter(&mut self, b: &Block<'c>, it: &sparsec_ir::BlockIter) -> Result<Val<'c>> {
+        let v = self.expr(b, &it.binding)?;
+        if let Some(slot) = self.var_def.get_mut(it.var.index()) {
+            *slot = Some(it.binding.clone());
+        }
+        self.bind_uniform(it.var, &it.binding);
+        self.bind_var(it.var, v);
+        Ok(v)
+    }
+
     fn block(&mut self, b: &Block<'c>, blk: &'f IrBlock) -> Result<()> {
         let mut reduce_zero: Option<Val<'c>> = None;
         for it in &blk.iters {
-            let v = self.expr(b, &it.binding)?;
-            if let Some(slot) = self.var_def.get_mut(it.var.index()) {
-                *slot = Some(it.binding.clone());
-            }
-            self.bind_uniform(it.var, &it.binding);
+            let v = self.bind_iter(b, it)?;
             if it.kind == IterKind::Reduce {
                 let d = self.func.expr_dtype(&it.binding);
                 let z = self.constant(b, 0.0, d)?;
@@ -1611,7 +1590,6 @@ impl<'c, 'f> Tr<'c, 'f> {
                     Some(acc) => self.emit1(b, "arith.andi", &[acc, is0], self.ty(DType::Bool), &[])?,
                 });
             }
-            self.bind_var(it.var, v);
         }
         if let Some(init) = &blk.init {
             match reduce_zero {

@@ -120,15 +120,19 @@ pub fn plan<'f>(func: &'f Func, f: &'f For) -> Option<Plan<'f>> {
     Some(Plan { width, assume: p.assume.into_iter().collect(), body })
 }
 
-/// What the vector forms of the `vectorized` loops in `stmts` assume: each parameter with
-/// the width it must be a multiple of.
-pub fn assumptions(func: &Func, stmts: &[Stmt]) -> BTreeSet<(VarId, i64)> {
+/// What the vector forms of loop `f` and of the `vectorized` loops inside it assume: each
+/// parameter with the width it must be a multiple of.
+pub fn assumptions(func: &Func, f: &For) -> BTreeSet<(VarId, i64)> {
     let mut out = BTreeSet::new();
-    crate::walk_stmts(stmts, &mut |s| {
-        if let StmtKind::For(f) = &s.kind {
-            if let Some(p) = plan(func, f) {
-                out.extend(p.assume.iter().map(|&v| (v, p.width)));
-            }
+    let mut add = |l: &For| {
+        if let Some(p) = plan(func, l) {
+            out.extend(p.assume.iter().map(|&v| (v, p.width)));
+        }
+    };
+    add(f);
+    crate::walk_stmts(&f.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            add(l);
         }
     });
     out

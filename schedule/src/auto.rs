@@ -195,16 +195,9 @@ fn vector_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
     let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto::gpu", block: name.into() };
     let b = sch.get_block(name)?;
     let k = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
-    let var = sch.loop_var(k)?;
-    let mut feature = false;
-    walk_stmts(&sch.func().body, &mut |s| {
-        if let StmtKind::For(l) = &s.kind {
-            if l.var == var {
-                feature = l.extent.as_int().is_none() && !reads_buffer(&l.extent);
-            }
-        }
-    });
-    if !feature {
+    let (path, _) = sch.loop_path(sch.func(), k.0)?;
+    let extent = &crate::loops::loop_at(sch.func(), &path, k.0)?.extent;
+    if extent.as_int().is_some() || reads_buffer(extent) {
         return Err(refuse());
     }
     let parts = sch.split(k, &[None, Some(COARSEN)])?;
