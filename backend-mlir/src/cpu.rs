@@ -5,8 +5,9 @@
 //! of a nest only), which `async-parallel-for` turns into tasks of the MLIR async runtime
 //! (`libmlir_async_runtime.so`, a thread pool of one worker per core). Every other loop,
 //! `threadIdx.*`, `vectorized` and `unrolled` included, is an `scf.for`; LLVM's optimiser at
-//! `-O3` vectorises and unrolls them. A serial loop around a vectorized accumulation is
-//! register-tiled with `vector` ops instead (`regtile`).
+//! `-O3` vectorises and unrolls them, except that a `vectorized` loop with a vector form
+//! (`sparsec_ir::vector`) becomes `vector` ops, and a serial loop around a vectorized
+//! accumulation is register-tiled with `vector` ops of the host's width (`regtile`).
 
 use crate::abi::{signature, AbiParam, ArgKind};
 use crate::context::{new_context, run_pipeline, verify};
@@ -39,12 +40,36 @@ pub struct CpuOptions {
     /// translated body, thread ids and guards) runs once per block and thread, serially, over
     /// its grid. For checking the GPU code without a GPU; shared memory is unsupported.
     pub emulate_gpu: bool,
+    /// Keep the JIT's object code, so that [`CpuKernel::write_object`] can write it out (to
+    /// read the machine code the kernel runs).
+    pub keep_object: bool,
 }
 
 impl Default for CpuOptions {
     fn default() -> Self {
-        CpuOptions { parallel: true, opt_level: 3, async_runtime: None, emulate_gpu: false }
+        CpuOptions { parallel: true, opt_level: 3, async_runtime: None, emulate_gpu: false, keep_object: false }
     }
+}
+
+/// Bytes of the widest vector registers of the host the JIT compiles for: 64 with
+/// AVX-512, 32 with AVX, 16 otherwise (`SPARSEC_CPU_VECTOR_BYTES=16|32|64` overrides it, to
+/// compare widths). Register tiles (`regtile`) use vectors of this size.
+pub fn host_vector_bytes() -> usize {
+    if let Some(b) = std::env::var("SPARSEC_CPU_VECTOR_BYTES").ok().and_then(|v| v.parse::<usize>().ok()) {
+        if [16, 32, 64].contains(&b) {
+            return b;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return 64;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            return 32;
+        }
+    }
+    16
 }
 
 /// The default location of the async runtime library.
@@ -179,6 +204,8 @@ pub struct CpuKernel {
     runtime: Option<&'static AsyncRuntime>,
     /// Whether it ran: the runtime's workers may still be finishing its tasks.
     ran: std::cell::Cell<bool>,
+    /// Whether the engine keeps its object code ([`CpuOptions::keep_object`]).
+    object: bool,
 }
 
 // The engine owns its LLVM context and JIT, and holds no thread-affine state: a kernel may
@@ -350,12 +377,31 @@ impl CpuKernel {
             None
         };
         let engine = unsafe {
-            mlirExecutionEngineCreate(module.to_raw(), opts.opt_level.min(3) as i32, 0, std::ptr::null(), false, false)
+            mlirExecutionEngineCreate(module.to_raw(), opts.opt_level.min(3) as i32, 0, std::ptr::null(), opts.keep_object, false)
         };
         if engine.ptr.is_null() {
             return Err(MlirError::Jit(format!("cannot create the execution engine for `{}`", func.name)));
         }
-        Ok(CpuKernel { engine, func: func.clone(), sig, threaded, runtime, ran: std::cell::Cell::new(false) })
+        Ok(CpuKernel { engine, func: func.clone(), sig, threaded, runtime, ran: std::cell::Cell::new(false), object: opts.keep_object })
+    }
+
+    /// Writes the kernel's machine code as an object file (ELF on Linux) to `path`, for a
+    /// disassembler. Needs [`CpuOptions::keep_object`].
+    pub fn write_object(&self, path: &std::path::Path) -> Result<()> {
+        if !self.object {
+            return Err(MlirError::Jit("the kernel was compiled without `keep_object`".into()));
+        }
+        let name = path.to_str().ok_or_else(|| MlirError::Jit(format!("path `{}` is not UTF-8", path.display())))?;
+        // The engine compiles lazily: look the entry up first so that its code exists.
+        if unsafe { mlir_sys::mlirExecutionEngineLookupPacked(self.engine, string_ref(&self.func.name)) }.is_null() {
+            return Err(MlirError::Jit(format!("no entry point for `{}`", self.func.name)));
+        }
+        let file = MlirStringRef { data: name.as_ptr().cast(), length: name.len() };
+        unsafe { mlir_sys::mlirExecutionEngineDumpToObjectFile(self.engine, file) };
+        if !path.exists() {
+            return Err(MlirError::Jit(format!("the engine wrote no object to `{name}`")));
+        }
+        Ok(())
     }
 
     /// Whether the kernel runs loops on the async runtime's threads.

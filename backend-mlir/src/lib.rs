@@ -53,6 +53,6 @@ mod regtile;
 mod translate;
 
 pub use abi::{signature, AbiParam, ArgKind};
-pub use cpu::{default_async_runtime, emit_cpu_mlir, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
+pub use cpu::{default_async_runtime, emit_cpu_mlir, host_vector_bytes, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
 pub use error::{MlirError, Result};
 pub use gpu::{emit_mlir, emit_ptx, gpu_plan, index_bits, ptx_pipeline, DeviceAlloc, GpuPlan, KernelLaunch};

@@ -9,7 +9,7 @@
 //!
 //! with `f` stride 1 in `k`, and `rhs` built from `+ - * /` of values that do not depend on
 //! `k` and of loads that are stride 1 in `k` from storage other than `X`. The translator then
-//! swaps the loops: for each tile of `k` (256-bit vectors, several per tile) it loads
+//! swaps the loops: for each tile of `k` (vectors of the host's width, several per tile) it loads
 //! `X` once, accumulates over `j` in registers (`scf.for` iteration arguments) and stores
 //! once. A contracted update `X[f(k)] = fma(a, b, X[f(k)])` is tiled the same way. Each
 //! element still sums its terms in the original order, so results are identical.

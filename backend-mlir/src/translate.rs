@@ -1035,7 +1035,7 @@ impl<'c, 'f> Tr<'c, 'f> {
     /// A loop; `init` is a statement just before it whose constant starts its register tiles
     /// (`regtile::init_of`), run here only when the loop has no iteration.
     fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
-        if self.target == Target::Gpu && self.vectors.is_none() && matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
+        if self.vectors.is_none() && matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
             let need = sparsec_ir::vector::assumptions(self.func, f);
             let shared = |d: &sparsec_ir::Buffer| d.storage != Storage::Alloc(Scope::Local);
             if !need.is_empty() && !allocates(self.func, &f.body, shared) {
@@ -1147,7 +1147,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             b.append_operation(self.build("scf.if", &[inside], &[], &[], vec![region, Region::new()])?);
             return Ok(());
         }
-        if self.target == Target::Gpu && f.kind == ForKind::Vectorized {
+        if f.kind == ForKind::Vectorized {
             if let Some(p) = sparsec_ir::vector::plan(self.func, f) {
                 return self.vector_loop(b, f, &p, init, [min, ext]);
             }
@@ -1287,14 +1287,15 @@ impl<'c, 'f> Tr<'c, 'f> {
     }
 
     /// The memref, first lane's index and attributes (the alignment, when proven, in GPU
-    /// memory) of an access.
+    /// memory; not in emulation or on the CPU) of an access.
     #[allow(clippy::type_complexity)]
     fn vaccess(&mut self, b: &Block<'c>, a: &Access, d: DType, w: i64) -> Result<(Val<'c>, Val<'c>, Vec<(&'static str, Attribute<'c>)>)> {
         let m = self.buf_val(a.buffer)?;
         let at = self.flat_index(b, a.buffer, std::slice::from_ref(&a.index))?;
         let global = matches!(self.func.buffers.try_get(a.buffer).map(|x| &x.storage), Some(Storage::Param(_)));
         let mut attrs = Vec::new();
-        if a.aligned && global && !self.emulated {
+        // Host arrays are aligned to their element only.
+        if a.aligned && global && self.target == Target::Gpu && !self.emulated {
             attrs.push(("alignment", self.attr(&format!("{} : i64", w * d.size_bytes() as i64))?));
         }
         Ok((m, at, attrs))
@@ -1334,7 +1335,7 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     /// A loop nest recognised by `regtile`, its loops swapped: for each tile of `k` the
     /// accumulators are loaded once, updated over `j` (`lb..ub`, at least one iteration) in
-    /// registers and stored once. Tiles of 8 and 4 vectors, then single vectors, then one
+    /// registers and stored once. Tiles of 8, 4 and 2 vectors, then single vectors, then one
     /// masked vector for the last lanes.
     #[allow(clippy::too_many_arguments)]
     fn reg_tiled(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, lb: Val<'c>, ub: Val<'c>, init: Option<&'f Expr>) -> Result<()> {
@@ -1356,10 +1357,10 @@ impl<'c, 'f> Tr<'c, 'f> {
         let klb = self.to_index(b, kmin)?;
         let n = self.to_index(b, kext)?;
         let kub = self.emit1(b, "arith.addi", &[klb, n], it, &[])?;
-        // 256-bit vectors.
-        let vl = if p.dtype == DType::F64 { 4 } else { 8 };
+        // The host's widest vectors (512-bit with AVX-512).
+        let vl = crate::cpu::host_vector_bytes() / if p.dtype == DType::F64 { 8 } else { 4 };
         let mut start = klb;
-        for u in [8, 4, 1] {
+        for u in [8, 4, 2, 1] {
             let step = self.cidx(b, (vl * u) as i64)?;
             let q = self.emit1(b, "arith.divui", &[n, step], it, &[])?;
             let m = self.emit1(b, "arith.muli", &[q, step], it, &[])?;

@@ -26,7 +26,7 @@ use crate::VarId;
 use std::collections::{BTreeSet, HashMap};
 
 /// Lane counts a vector form may have.
-pub const WIDTHS: [i64; 3] = [2, 4, 8];
+pub const WIDTHS: [i64; 4] = [2, 4, 8, 16];
 
 /// The vector form of one `vectorized` loop.
 #[derive(Clone, Debug, PartialEq)]

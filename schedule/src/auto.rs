@@ -5,8 +5,11 @@
 //! only to spatial iterators and at least one of them, so iterations write disjoint
 //! places (the block iterator kinds are trusted, as in TensorIR). Other nests stay serial.
 //!
-//! * [`cpu`]: independent outermost loops become `parallel`, and an innermost loop that
-//!   drives only spatial iterators becomes `vectorized`.
+//! * [`cpu`]: independent outermost loops become `parallel`; an accumulation of one element
+//!   per row or per nonzero is kept in a register over it (SpMV's `y[i]`, SDDMM's `C[i, j]`),
+//!   and a feature reduction into it sums in one 512-bit vector of partial sums
+//!   ([`cpu_registers`]); an innermost loop that drives only spatial iterators becomes
+//!   `vectorized`.
 //! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
 //!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`;
 //!   a row nest in SpMM's shape gets rows on blocks and features on the lanes of a warp,
@@ -44,6 +47,7 @@ pub fn cpu(sch: &mut Schedule) -> Result<()> {
             let block = sch.get_block(&nest.block)?;
             let outer = sch.get_loops(block)?[0];
             sch.parallel(outer)?;
+            cpu_registers(sch, &nest.block)?;
         }
     }
     for (block, var) in vector_candidates(sch.func()) {
@@ -135,7 +139,88 @@ fn spatial_outward(sch: &mut Schedule, block: &str) -> Result<()> {
 /// cached in a one-element `local` buffer over `outer`'s body (sddmm's `C[i, j]` over `k`).
 /// A cache that would not be one element, or that the primitive refuses, is not made.
 fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
-    let f = sch.func();
+    for (name, written) in accumulations(sch.func(), outer) {
+        let mut cached = false;
+        for buf in &written {
+            cached |= register_cache(sch, 1, |s| {
+                let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
+                s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
+            })
+            .is_some();
+        }
+        if cached && written.len() == 1 {
+            let mut trial = sch.clone();
+            if vector_partial_sums(&mut trial, &name, COARSEN).is_ok() && lowers(trial.func()) {
+                *sch = trial;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CPU's [`registers`]: each accumulation inside the nest's first block `outer` gets its
+/// output cached in one `local` element (a register once LLVM promotes it) over the
+/// outermost place where the cache is one element: `outer` itself (SpMV's `Y[i]` over the
+/// row) or the innermost loop above its reduction loops (SDDMM's `C[i, j]` over the
+/// nonzero `j`). A feature reduction then sums in [`CPU_VECTOR_BYTES`] worth of partial
+/// sums ([`vector_partial_sums`]). Accumulations that are not one element per place (SpMM's
+/// rows of `C`, which the backend tiles in registers itself) stay as they are.
+fn cpu_registers(sch: &mut Schedule, outer: &str) -> Result<()> {
+    for (name, written) in accumulations(sch.func(), outer) {
+        let [buf] = written.as_slice() else { continue };
+        let cached = register_cache(sch, 1, |s| {
+            let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
+            s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
+        })
+        .is_some()
+            || cpu_register_at_loop(sch, &name, buf)?;
+        let dtype = sch.func().buffers.iter().find(|(_, x)| x.name == *buf).map(|(_, x)| x.dtype);
+        let Some(bytes) = dtype.map(|d| d.size_bytes() as i64).filter(|b| *b > 0) else { continue };
+        if cached {
+            let mut trial = sch.clone();
+            if vector_partial_sums(&mut trial, &name, CPU_VECTOR_BYTES / bytes).is_ok() && lowers(trial.func()) {
+                *sch = trial;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Caches `buf` of block `name` in one `local` element over the innermost loop above its
+/// reduction loops; whether it did.
+fn cpu_register_at_loop(sch: &mut Schedule, name: &str, buf: &str) -> Result<bool> {
+    let b = sch.get_block(name)?;
+    let loops = sch.get_loops(b)?;
+    let mut iters = Vec::new();
+    walk_stmts(&sch.func().body, &mut |s| match &s.kind {
+        StmtKind::Block(x) if x.name == name => iters = x.iters.clone(),
+        _ => {}
+    });
+    let mut reduces = Vec::with_capacity(loops.len());
+    for &l in &loops {
+        let v = sch.loop_var(l)?;
+        reduces.push(iters.iter().any(|it| it.kind == IterKind::Reduce && it.binding.uses_var(v)));
+    }
+    // The loop just above the innermost run of reduction loops.
+    let Some(last_spatial) = reduces.iter().rposition(|r| !r) else { return Ok(false) };
+    if !reduces[last_spatial + 1..].iter().all(|r| *r) || last_spatial + 1 == loops.len() {
+        return Ok(false);
+    }
+    let at = loops[last_spatial];
+    Ok(register_cache(sch, 1, |s| {
+        let b = s.get_block(name)?;
+        s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
+    })
+    .is_some())
+}
+
+/// Bytes of the partial sums of one feature reduction on the CPU ([`cpu_registers`]): one
+/// AVX-512 register (16 `f32` lanes; two AVX2 registers where AVX-512 is missing).
+pub const CPU_VECTOR_BYTES: i64 = 64;
+
+/// The blocks inside block `outer` (under a serial loop) that reduce and only accumulate
+/// (no `init`), with the names of the buffers each writes.
+fn accumulations(f: &Func, outer: &str) -> Vec<(String, Vec<String>)> {
     let mut found: Vec<(String, Vec<String>)> = Vec::new();
     walk_stmts(&f.body, &mut |s| {
         let StmtKind::Block(o) = &s.kind else { return };
@@ -158,23 +243,7 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
             }
         });
     });
-    for (name, written) in found {
-        let mut cached = false;
-        for buf in &written {
-            cached |= register_cache(sch, 1, |s| {
-                let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
-                s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
-            })
-            .is_some();
-        }
-        if cached && written.len() == 1 {
-            let mut trial = sch.clone();
-            if vector_partial_sums(&mut trial, &name).is_ok() && lowers(trial.func()) {
-                *sch = trial;
-            }
-        }
-    }
-    Ok(())
+    found
 }
 
 /// Whether `f` (Stage II or III) lowers to a verified Stage III.
@@ -186,13 +255,13 @@ fn lowers(f: &Func) -> bool {
 }
 
 /// Sums a register-cached reduction over features (sddmm's `C[i, j]` over `k`) in
-/// [`COARSEN`] partial sums, one per consecutive feature: the feature loop is split by
-/// `COARSEN`, `rfactor` gives the partial sums (in `local` scope: registers), their update
-/// and zeroing loops are vectorized, and the final sum of the `COARSEN` is unrolled. Each
-/// unit then reads `COARSEN` consecutive features of each operand at once. Only for a
+/// `width` partial sums, one per consecutive feature: the feature loop is split by
+/// `width`, `rfactor` gives the partial sums (in `local` scope: registers), their update
+/// and zeroing loops are vectorized, and the final sum of the `width` is unrolled. Each
+/// unit then reads `width` consecutive features of each operand at once. Only for a
 /// feature loop: its extent is not a literal and reads no buffer (a row's nonzeros do).
-fn vector_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
-    let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto::gpu", block: name.into() };
+fn vector_partial_sums(sch: &mut Schedule, name: &str, width: i64) -> Result<()> {
+    let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto", block: name.into() };
     let b = sch.get_block(name)?;
     let k = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
     let (path, _) = sch.loop_path(sch.func(), k.0)?;
@@ -200,7 +269,7 @@ fn vector_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
     if extent.as_int().is_some() || reads_buffer(extent) {
         return Err(refuse());
     }
-    let parts = sch.split(k, &[None, Some(COARSEN)])?;
+    let parts = sch.split(k, &[None, Some(width)])?;
     let rf = sch.rfactor(parts[1], 0)?;
     let sums = sch.func().buffers.iter().last().map(|(_, x)| x.name.clone()).ok_or_else(refuse)?;
     sch.set_scope(&sums, sparsec_ir::Scope::Local)?;

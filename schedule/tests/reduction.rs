@@ -183,6 +183,26 @@ fn rfactor_keeps_the_init_in_the_write_back() {
 }
 
 #[test]
+fn rfactor_inside_the_loop_of_a_one_element_cache() {
+    // The CPU's SDDMM: C[i, j] cached in one local element over the nonzero loop j, then the
+    // feature loop split and factored. The partial sums live inside j (fresh per nonzero,
+    // 4 elements, not indexed by j) and so does the write-back: the cache stays in scope.
+    let mut sch = sched1("sddmm");
+    sch.lower_sparse_iter().unwrap();
+    let b = sch.get_block("sddmm1").unwrap();
+    let l = sch.get_loops(b).unwrap();
+    sch.cache_write(b, "C", sparsec_ir::Scope::Local, l[l.len() - 2]).unwrap();
+    let k = *loops(&mut sch, "sddmm1").last().unwrap();
+    let k = sch.split(k, &[None, Some(4)]).unwrap();
+    sch.rfactor(k[1], 0).unwrap();
+    let text = sch.text();
+    insta::assert_snapshot!("rfactor_sddmm_inside_cache_loop", text);
+    assert!(text.contains("C_local_rf = alloc_buffer([4], f32, global)"), "{text}");
+    check_replay(&workload("sddmm"), &sch);
+    differential("sddmm", &workload("sddmm"), sch.func(), Agree::Within(1e-4));
+}
+
+#[test]
 fn rfactor_csrmm_rows_at_stage_iii() {
     // csrmm's reduction is over the stored columns j; factor 2-way after splitting j.
     let mut sch = sched1("csrmm");

@@ -120,6 +120,19 @@ pub fn csrmm_args(m: &Mat, b: Vec<f32>, feat: usize, fill: f32) -> Args {
     args
 }
 
+/// Arguments of `examples/spmv.sptir` on `m` with input vector `x` (`cols` long) and the
+/// output `y` filled with `fill`.
+pub fn spmv_args(m: &Mat, x: Vec<f32>, fill: f32) -> Args {
+    let mut args = Args::new();
+    args.array("a", f32s(&m.vals))
+        .array("x", Array::F32(x))
+        .array("y", Array::F32(vec![fill; m.rows]))
+        .array("indptr", i32s(&m.indptr))
+        .array("indices", i32s(&m.indices));
+    args.int("m", m.rows as i64).int("n", m.cols as i64).int("nnz", m.nnz() as i64);
+    args
+}
+
 fn build_csrmm(m: &Mat, rng: &mut Rng) -> Option<Case> {
     Some(spmm_case(m, rng, 4))
 }

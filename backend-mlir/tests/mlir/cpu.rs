@@ -207,3 +207,100 @@ fn spmm_register_tiles_match_the_interpreter_at_every_width() {
         }
     }
 }
+
+/// `examples/spmv.sptir`, verified.
+fn spmv() -> Func {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/spmv.sptir");
+    let f = sparsec_ir::text::parse_func("spmv.sptir", &std::fs::read_to_string(path).unwrap()).unwrap();
+    sparsec_ir::verify::verify_func(&f).unwrap();
+    f
+}
+
+/// Matrices for the CPU kernels' width tests: generated corner cases and the small shared ones.
+fn width_matrices() -> Vec<(String, kit::Mat)> {
+    let mut v: Vec<(String, kit::Mat)> = kit::generated_matrices();
+    v.extend(kit::shared_matrices().into_iter().filter(|(_, m)| m.nnz() <= INTERP_NNZ));
+    v
+}
+
+#[test]
+fn default_sddmm_partial_sums_match_the_interpreter_at_every_width() {
+    // Rows' dot products in 16 partial sums (one 512-bit vector) where the width is a multiple
+    // of 16, as written elsewhere.
+    let f = super::common::cpu_scheduled("sddmm");
+    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
+    assert!(text.lines().any(|l| l.contains("math.fma") && l.contains("vector<16xf32>")), "{text}");
+    let reference = stage3("sddmm");
+    let threaded = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
+    let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
+    let mut rng = kit::Rng::new(11);
+    for (mname, m) in width_matrices() {
+        for feat in [1, 4, 15, 16, 17, 32, 48, 128, 130] {
+            let c = kit::workloads::sddmm_case_of_width(&m, &mut rng, feat);
+            let want = kit::output_f32(&sparsec_interp::run(&reference, &c.args).unwrap(), "c");
+            kit::assert_close(&format!("sddmm interpreter on {mname}, feat {feat}"), &want, &c.expected[0].1, 1e-5);
+            for (what, k) in [("threads", &threaded), ("serial", &serial)] {
+                let mut out = c.args.clone();
+                k.run(&mut out).unwrap();
+                kit::assert_close(&format!("sddmm ({what}) on {mname}, feat {feat}"), &kit::output_f32(&out, "c"), &want, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn default_spmv_accumulates_in_a_register_and_matches_the_interpreter() {
+    let f = sparsec_schedule::auto::cpu_schedule(&spmv()).unwrap();
+    // `y[i]` is one local element over the row, not a load and a store per nonzero.
+    let printed = sparsec_ir::text::print_func(&f);
+    assert!(printed.contains("Y_local = alloc_buffer([1], f32, local)"), "{printed}");
+    let reference = sparsec_passes::PassManager::lowering_to(sparsec_ir::Stage::III).run(&spmv()).unwrap();
+    let threaded = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
+    let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
+    let mut rng = kit::Rng::new(12);
+    for (mname, m) in width_matrices() {
+        let a = kit::workloads::spmv_args(&m, rng.vec(m.cols), f32::NAN);
+        let want = kit::output_f32(&sparsec_interp::run(&reference, &a).unwrap(), "y");
+        for (what, k) in [("threads", &threaded), ("serial", &serial)] {
+            let mut out = a.clone();
+            k.run(&mut out).unwrap();
+            kit::assert_close(&format!("spmv ({what}) on {mname}"), &kit::output_f32(&out, "y"), &want, 1e-5);
+        }
+    }
+}
+
+/// The disassembly of `f`'s serial kernel (`llvm-objdump` of the LLVM the crate links).
+fn machine_code(f: &Func) -> String {
+    let k = CpuKernel::compile(f, &CpuOptions { parallel: false, keep_object: true, ..CpuOptions::default() }).unwrap();
+    let dir = std::env::temp_dir().join(format!("sparsec-objdump-{}-{}", std::process::id(), f.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let obj = dir.join("kernel.o");
+    k.write_object(&obj).unwrap();
+    let prefix = option_env!("MLIR_SYS_220_PREFIX").unwrap_or("/usr/lib/llvm-22");
+    let out = std::process::Command::new(format!("{prefix}/bin/llvm-objdump"))
+        .args(["-d", "--no-show-raw-insn", "--x86-asm-syntax=att"])
+        .arg(&obj)
+        .output()
+        .expect("llvm-objdump runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn default_cpu_kernels_multiply_in_host_wide_vector_fmas() {
+    // The register tiles of SpMM and SDDMM's partial sums reach the machine code as fused
+    // multiply-adds on the host's widest registers (zmm with AVX-512), with no separate
+    // multiply.
+    let reg = match sparsec_backend_mlir::host_vector_bytes() {
+        64 => "zmm",
+        32 => "ymm",
+        _ => return, // no wide FMA to look for
+    };
+    for name in ["csrmm", "sddmm"] {
+        let asm = machine_code(&super::common::cpu_scheduled(name));
+        let fmas = asm.lines().filter(|l| l.contains("vfmadd") && l.contains(reg)).count();
+        assert!(fmas >= 1, "{name}: no vector FMA on {reg}:\n{asm}");
+        assert!(!asm.lines().any(|l| l.contains("vmulps") && l.contains(reg)), "{name}: a separate multiply:\n{asm}");
+    }
+}

@@ -54,6 +54,10 @@ impl Schedule {
     /// to the order of the float additions. The rf buffer is allocated just before the
     /// nest, inside the enclosing block, so every instance of that block gets fresh zeroed
     /// partial sums (a function-level buffer when the nest is at the top of the function).
+    /// Where the reduced buffer is allocated inside the nest (a one-element `local` cache
+    /// made by `cache_write` at a loop), the loops around that allocation stay as they are:
+    /// the rf buffer, the rf nest and the write-back go inside them, and the rf buffer is not
+    /// indexed by the spatial iterators they bind (each of their iterations has its own).
     /// With an `init`, the write-back block runs it (TensorIR's rfactor): a spatial point
     /// whose reduction domain is empty is then initialised, which the original block would
     /// not do. Returns the rf block.
@@ -124,10 +128,32 @@ impl Schedule {
                 return Err(not_red("the init does more than store to the reduced element"));
             }
         }
-        if factor_axis > spatial.len() {
-            return Err(ScheduleError::FactorAxisOutOfRange { axis: factor_axis, max: spatial.len() });
+        let mut levels = levels(&g, &bp, &b.name)?;
+        // Where the reduced buffer is allocated inside the nest (a one-element cache over a
+        // row's nonzero), the loops around its allocation stay: the partial sums go inside
+        // them, fresh in each of their iterations, and are not indexed by what they bind.
+        let alloc = tree::find_all(&g.body, &|s| matches!(s.kind, StmtKind::Alloc(x) if x == cbuf));
+        let cut = match alloc.as_slice() {
+            [a] => levels.iter().rposition(|(p, _)| a.len() > p.len() && a.starts_with(p)).map_or(0, |k| k + 1),
+            _ => 0,
+        };
+        let outside: Vec<(Path, Level)> = levels.drain(..cut).collect();
+        let mut fixed: HashSet<VarId> = HashSet::new();
+        for (_, lvl) in &outside {
+            if let Level::Loop(l) = lvl {
+                if b.iters.iter().any(|i| i.kind == IterKind::Reduce && i.binding.uses_var(l.var)) {
+                    return Err(ScheduleError::MixedLoop { loop_var: Self::var_name(&g, l.var), block: b.name.clone() });
+                }
+                fixed.insert(l.var);
+            }
         }
-        let levels = levels(&g, &bp, &b.name)?;
+        // The spatial iterators that index the partial sums: those not bound by the loops
+        // that stay.
+        let rf_spatial: Vec<BlockIter> =
+            spatial.iter().filter(|i| vars_of(&i.binding).iter().any(|v| !fixed.contains(v)) || fixed.is_empty()).cloned().collect();
+        if levels.is_empty() {
+            return Err(stale(lp.0, "loop"));
+        }
         // Classify the loops: copied into the write-back (spatial and `lp`) or not.
         let reduce_all: Vec<&BlockIter> = b.iters.iter().filter(|i| i.kind == IterKind::Reduce).collect();
         let mut copied: HashSet<VarId> = HashSet::new();
@@ -181,10 +207,13 @@ impl Schedule {
             }
         }
         // The rf buffer: where it lives and its shape.
+        if factor_axis > rf_spatial.len() {
+            return Err(ScheduleError::FactorAxisOutOfRange { axis: factor_axis, max: rf_spatial.len() });
+        }
         let top = levels.first().map_or_else(|| bp.clone(), |(p, _)| p.clone());
         let at_function_level = top.len() == 1;
         let d_lp = g.vars[lv].dtype;
-        let mut shape: Vec<Expr> = spatial.iter().map(|i| i.extent.clone()).collect();
+        let mut shape: Vec<Expr> = rf_spatial.iter().map(|i| i.extent.clone()).collect();
         shape.insert(factor_axis, lp_for.extent.clone());
         let in_scope = vars_in_scope(&g, &top);
         for e in &shape {
@@ -241,7 +270,7 @@ impl Schedule {
                 iters.push(it.clone());
             }
         }
-        let mut ridx: Vec<Expr> = spatial.iter().map(|i| Expr::Var(i.var)).collect();
+        let mut ridx: Vec<Expr> = rf_spatial.iter().map(|i| Expr::Var(i.var)).collect();
         ridx.insert(factor_axis, Expr::Var(rf_var));
         let e_rf = sparsec_passes::simplify::substitute_simplified(e.clone(), &body_map);
         let rf_update = Expr::binary(BinOp::Add, Expr::Load(rf, ridx.clone()), e_rf);
@@ -310,7 +339,7 @@ impl Schedule {
             wmap.entry(it.var).or_insert_with(|| zero(g.vars[it.var].dtype));
         }
         let widx: Vec<Expr> = cidx.iter().map(|x| sparsec_passes::simplify::substitute_simplified(x.clone(), &wmap)).collect();
-        let mut wridx: Vec<Expr> = spatial.iter().map(|i| wmap[&i.var].clone()).collect();
+        let mut wridx: Vec<Expr> = rf_spatial.iter().map(|i| wmap[&i.var].clone()).collect();
         wridx.insert(factor_axis, Expr::Var(wk));
         let winit = b.init.clone().map(|mut s| {
             sparsec_passes::simplify::substitute_stmts(&mut s, &wmap);
