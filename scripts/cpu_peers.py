@@ -99,7 +99,7 @@ def spmm(name, feat, nthreads):
     b = np.random.default_rng(1).random((a.shape[1], feat), dtype=np.float32)
     c = np.zeros((a.shape[0], feat), dtype=np.float32)
     threads(nthreads)
-    key = ("mm", name, feat)
+    key = ("mm", name, feat, nthreads)  # optimised under the thread count it runs with
     if key not in handles:
         handles[key] = IeHandle(a, lambda h: check(lib.mkl_sparse_set_mm_hint(
             h, NON_TRANSPOSE, GENERAL_DESCR, ROW_MAJOR, MKL_INT(feat), MKL_INT(1000)), "mm_hint"))
@@ -116,7 +116,7 @@ def spmv(name, nthreads):
     x = np.random.default_rng(1).random(a.shape[1], dtype=np.float32)
     y = np.zeros(a.shape[0], dtype=np.float32)
     threads(nthreads)
-    key = ("mv", name)
+    key = ("mv", name, nthreads)
     if key not in handles:
         handles[key] = IeHandle(a, lambda h: check(lib.mkl_sparse_set_mv_hint(
             h, NON_TRANSPOSE, GENERAL_DESCR, MKL_INT(1000)), "mv_hint"))
