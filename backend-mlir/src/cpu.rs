@@ -79,7 +79,7 @@ pub fn default_async_runtime() -> String {
 }
 
 /// The lowering pipeline of the CPU module.
-pub const CPU_PIPELINE: &str = "builtin.module(async-parallel-for{async-dispatch=true num-workers=-1}, \
+pub const CPU_PIPELINE: &str = "builtin.module(async-parallel-for{async-dispatch=true num-workers=-1 min-task-size=1}, \
      async-to-async-runtime, async-runtime-ref-counting, async-runtime-ref-counting-opt, convert-async-to-llvm, \
      convert-scf-to-cf, convert-vector-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, \
      convert-arith-to-llvm, convert-index-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts)";

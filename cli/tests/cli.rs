@@ -281,7 +281,9 @@ fn auto_schedules_print_and_run() {
     // SpMM's shape: rows on blocks, features on the lanes of a warp, C in a register.
     assert!(out.contains("for i in blockIdx.x(m)") && out.contains("threadIdx.x(32)") && out.contains("C_local"), "{out}");
     let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "cpu", "--stage", "3"]);
-    assert!(stdout(&o).contains("for i in parallel(m)") && stdout(&o).contains("vectorized(feat)"), "{}", stdout(&o));
+    // Rows in chunks balanced by nonzeros, run in parallel.
+    let out = stdout(&o);
+    assert!(out.contains("for i_p in parallel(i_chunks)") && out.contains("start = i_bounds[i_p]") && out.contains("vectorized(feat)"), "{out}");
 
     let path = first_shared_matrix();
     let mat = format!("A={}", path.display());

@@ -8,8 +8,9 @@
 //! * [`cpu`]: independent outermost loops become `parallel`; an accumulation of one element
 //!   per row or per nonzero is kept in a register over it (SpMV's `y[i]`, SDDMM's `C[i, j]`),
 //!   and a feature reduction into it sums in one 512-bit vector of partial sums
-//!   ([`cpu_registers`]); an innermost loop that drives only spatial iterators becomes
-//!   `vectorized`.
+//!   ([`cpu_registers`]); a row nest runs as chunks of rows balanced by nonzeros
+//!   (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]); an innermost loop that drives only spatial
+//!   iterators becomes `vectorized`.
 //! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
 //!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`;
 //!   a row nest in SpMM's shape gets rows on blocks and features on the lanes of a warp,
@@ -48,6 +49,16 @@ pub fn cpu(sch: &mut Schedule) -> Result<()> {
             let outer = sch.get_loops(block)?[0];
             sch.parallel(outer)?;
             cpu_registers(sch, &nest.block)?;
+            // Loops between the row loop and its block repeat each nonzero's work.
+            let between = sch.get_loops(block)?.len() > 1;
+            let row = sch.loop_var(outer)?;
+            if let Some((weights, grain)) = row_weights(sch.func(), &nest.block, row, between) {
+                // Loops the primitive refuses keep one task per block of rows.
+                let mut trial = sch.clone();
+                if trial.partition(outer, CPU_CHUNKS, &weights, grain).is_ok() {
+                    *sch = trial;
+                }
+            }
         }
     }
     for (block, var) in vector_candidates(sch.func()) {
@@ -212,6 +223,55 @@ fn cpu_register_at_loop(sch: &mut Schedule, name: &str, buf: &str) -> Result<boo
         s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
     })
     .is_some())
+}
+
+/// Most chunks a CPU row nest runs as ([`cpu`], `partition`): enough for the MLIR async
+/// runtime (which takes up to 4 tasks per worker) to balance 8 cores.
+pub const CPU_CHUNKS: i64 = 32;
+
+/// Least nonzeros of a chunk of rows on the CPU ([`row_weights`]) where each nonzero does
+/// scalar work (SpMV) and where it drives an inner loop (SpMM's features, SDDMM's): about
+/// 10 µs of work, which pays for handing a chunk to another thread.
+pub const CPU_GRAIN: [i64; 2] = [16384, 2048];
+
+/// The row pointer whose prefix sums weigh the rows of the nest whose first block is
+/// `outer` (a loop inside it runs `W[v + 1] - W[v]` times for the row `v`), and the grain
+/// ([`CPU_GRAIN`]): the scalar one when every loop in the block is such a row loop with no
+/// loop inside (SpMV) and no loop lies `between` the row loop and the block, the other when
+/// a nonzero drives more work (features, blocks).
+fn row_weights(f: &Func, outer: &str, row: VarId, between: bool) -> Option<(String, i64)> {
+    let (mut weights, mut heavy) = (None, between);
+    walk_stmts(&f.body, &mut |s| {
+        let StmtKind::Block(b) = &s.kind else { return };
+        if b.name != outer {
+            return;
+        }
+        // `W[v + 1] - W[v]` with `v` the row itself (the loop variable or the iterator bound
+        // to it), so that the rows' weights are `W[0..=extent]`, which the nest reads.
+        let is_row = |x: &Expr| match x {
+            Expr::Var(v) => *v == row || b.iters.iter().any(|it| it.var == *v && it.binding == Expr::Var(row)),
+            _ => false,
+        };
+        let row_loop = |l: &sparsec_ir::For| -> Option<sparsec_ir::BufferId> {
+            let Expr::Binary(sparsec_ir::BinOp::Sub, hi, lo) = &l.extent else { return None };
+            let (Expr::Load(w1, i1), Expr::Load(w2, i2)) = (&**hi, &**lo) else { return None };
+            let next = matches!(i1.as_slice(), [Expr::Binary(sparsec_ir::BinOp::Add, x, one)]
+                if matches!(**one, Expr::Int(1, _)) && i2.as_slice() == [(**x).clone()] && is_row(x));
+            (w1 == w2 && next).then_some(*w1)
+        };
+        walk_stmts(&b.body, &mut |s| {
+            let StmtKind::For(l) = &s.kind else { return };
+            match row_loop(l) {
+                Some(w) => {
+                    weights = weights.or(Some(w));
+                    walk_stmts(&l.body, &mut |x| heavy |= matches!(x.kind, StmtKind::For(_)));
+                }
+                None => heavy = true,
+            }
+        });
+    });
+    let name = f.buffers.try_get(weights?)?.name.clone();
+    Some((name, CPU_GRAIN[usize::from(heavy)]))
 }
 
 /// Bytes of the partial sums of one feature reduction on the CPU ([`cpu_registers`]): one

@@ -7,6 +7,18 @@ use sparsec_ir::Stage;
 /// objects involved; a failed primitive leaves the schedule unchanged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScheduleError {
+    /// `partition` of a loop that is not `parallel`.
+    #[error("partition: loop `{loop_var}` is not parallel (make it parallel first: that proves its iterations independent)")]
+    NotParallel {
+        /// The loop.
+        loop_var: String,
+    },
+    /// `partition` weights that are not a one-dimensional integer buffer.
+    #[error("partition: buffer `{buffer}` is not a one-dimensional integer buffer of prefix sums")]
+    NotWeights {
+        /// The buffer.
+        buffer: String,
+    },
     /// No buffer has this name.
     #[error("no buffer is called `{name}`")]
     UnknownBuffer {

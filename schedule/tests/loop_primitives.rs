@@ -369,3 +369,65 @@ impl LoopRvProbe {
         loops(&mut sch, "csrmm0")[0]
     }
 }
+
+/// Every row of `y` counted once: `Y[i] = Y[i] + 1` under a loop that `partition` splits by
+/// the weights `L`.
+const COUNT_ROWS: &str = "func count(y: handle, l: handle, m: i32) stage III {
+  buffer Y = match_buffer(y, [m], f32)
+  buffer L = match_buffer(l, [m + 1], i32)
+  for i in serial(m) {
+    block b(vi: spatial(m) = i) {
+      Y[vi] = Y[vi] + 1.0
+    }
+  }
+}
+";
+
+#[test]
+fn partition_runs_every_iteration_once_whatever_the_weights() {
+    // Monotone weights (a row pointer), and hostile ones (decreasing, negative, huge, equal):
+    // the chunks are disjoint and cover the loop in every case.
+    let f = sparsec_ir::text::parse_func("count", COUNT_ROWS).unwrap();
+    let mut sch = Schedule::new(f).unwrap();
+    let i = loops(&mut sch, "b")[0];
+    sch.parallel(i).unwrap();
+    sch.partition(i, 7, "L", 3).unwrap();
+    let g = sch.func().clone();
+    let mut rng = sparsec_testkit::Rng::new(5);
+    for m in [0usize, 1, 2, 5, 31, 100] {
+        let mut cases: Vec<Vec<i32>> = vec![
+            (0..=m as i32).map(|x| x * 3).collect(),
+            (0..=m as i32).map(|x| x * x).collect(),
+            vec![0; m + 1],
+            (0..=m as i32).rev().collect(),
+            (0..=m).map(|x| if x % 2 == 0 { i32::MAX - x as i32 } else { i32::MIN + x as i32 }).collect(),
+        ];
+        cases.push((0..=m).map(|_| (rng.vec(1)[0] * 2000.0 - 1000.0) as i32).collect());
+        for l in cases {
+            let mut args = sparsec_ir::data::Args::new();
+            args.array("y", sparsec_ir::data::Array::F32(vec![0.0; m])).array("l", sparsec_ir::data::Array::I32(l.clone()));
+            args.int("m", m as i64);
+            let out = sparsec_interp::run(&g, &args).unwrap_or_else(|e| panic!("m = {m}, L = {l:?}: {e}"));
+            let y = sparsec_testkit::output_f32(&out, "y");
+            assert!(y.iter().all(|v| *v == 1.0), "m = {m}, L = {l:?}: {y:?}");
+        }
+    }
+}
+
+#[test]
+fn partition_keeps_spmm_exact_on_every_matrix() {
+    let f = common::workload("csrmm");
+    let mut sch = sched1("csrmm");
+    sch.lower_sparse_iter().unwrap();
+    let i = loops(&mut sch, "csrmm0")[0];
+    sch.parallel(i).unwrap();
+    let c = sch.partition(i, 8, "J_indptr", 16).unwrap();
+    assert!(sch.text().contains("for i_p in parallel(i_chunks)"), "{}", sch.text());
+    assert_eq!(sch.trace().replay(&f).unwrap().text(), sch.text());
+    common::differential("csrmm", &f, sch.func(), common::Agree::Exactly);
+    // Refusals leave the schedule as it was.
+    let e = fails(&mut sch, |s| s.partition(c, 0, "J_indptr", 16));
+    assert!(matches!(e, E::NonPositiveFactor { factor: 0 }), "{e:?}");
+    let e = fails(&mut sch, |s| s.partition(c, 4, "nothing", 16));
+    assert!(matches!(e, E::UnknownBuffer { .. }), "{e:?}");
+}

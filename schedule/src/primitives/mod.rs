@@ -130,6 +130,7 @@ primitives! {
     reorder: Reorder,
     bind: Bind,
     parallel: Parallel,
+    partition: Partition,
     vectorize: Vectorize,
     unroll: Unroll,
     cache_read: CacheRead,
