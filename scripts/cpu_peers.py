@@ -5,6 +5,7 @@ interleaves its own rounds with theirs in one run.
 Commands (one per line; each answer is one JSON line):
   info                                  -> {"mkl": version, "mkl_path": MKL_VERBOSE's code-path line}
   load NAME PATH                        -> {"rows", "cols", "nnz"}
+  loadcsr NAME DIR                      -> the same, from DIR/{indptr,indices,data,shape}.npy
   spmm NAME FEAT THREADS                -> {"scipy", "mkl", "mkl_ie"} best call in seconds
   spmv NAME THREADS                     -> {"scipy", "mkl", "mkl_ie"}
   sddmm NAME FEAT                       -> {"numpy"} (gather both operands, multiply, sum)
@@ -165,6 +166,11 @@ def main():
                 a = sp.csr_matrix(scipy.io.mmread(cmd[2])).astype(np.float32)
                 a.sum_duplicates()
                 a.sort_indices()
+                mats[cmd[1]] = a
+                out = {"rows": a.shape[0], "cols": a.shape[1], "nnz": int(a.nnz)}
+            elif cmd[0] == "loadcsr":
+                d = lambda f: np.load(os.path.join(cmd[2], f + ".npy"))
+                a = sp.csr_matrix((d("data"), d("indices"), d("indptr")), shape=tuple(d("shape")))
                 mats[cmd[1]] = a
                 out = {"rows": a.shape[0], "cols": a.shape[1], "nnz": int(a.nnz)}
             elif cmd[0] == "spmm":

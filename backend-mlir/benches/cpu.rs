@@ -65,12 +65,13 @@ impl Peers {
         Peers { child, input, output }
     }
 
-    /// Sends one command and returns its answer's fields.
-    fn ask(&mut self, cmd: &str) -> BTreeMap<String, String> {
+    /// Sends one command and returns its answer (a JSON object).
+    fn ask(&mut self, cmd: &str) -> serde_json::Map<String, serde_json::Value> {
         writeln!(self.input, "{cmd}").expect("peer process alive");
         let mut line = String::new();
         self.output.read_line(&mut line).expect("peer answers");
-        let fields = parse_flat_json(&line);
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("peer answer to `{cmd}` is not a JSON object ({e}): {line}"));
         if let Some(e) = fields.get("error") {
             panic!("peer command `{cmd}` failed: {e}");
         }
@@ -78,7 +79,7 @@ impl Peers {
     }
 
     fn times(&mut self, cmd: &str) -> BTreeMap<String, f64> {
-        self.ask(cmd).into_iter().filter_map(|(k, v)| Some((k, v.parse::<f64>().ok()?))).collect()
+        self.ask(cmd).into_iter().filter_map(|(k, v)| Some((k, v.as_f64()?))).collect()
     }
 }
 
@@ -87,29 +88,6 @@ impl Drop for Peers {
         let _ = writeln!(self.input, "quit");
         let _ = self.child.wait();
     }
-}
-
-/// The fields of a flat JSON object of strings and numbers (what `cpu_peers.py` prints).
-fn parse_flat_json(line: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let body = line.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut rest = body;
-    while let Some(k0) = rest.find('"') {
-        let after = &rest[k0 + 1..];
-        let Some(k1) = after.find('"') else { break };
-        let key = after[..k1].to_string();
-        let v = after[k1 + 1..].trim_start().trim_start_matches(':').trim_start();
-        let (value, tail) = if let Some(s) = v.strip_prefix('"') {
-            let end = s.find('"').unwrap_or(s.len());
-            (s[..end].to_string(), &s[(end + 1).min(s.len())..])
-        } else {
-            let end = v.find(',').unwrap_or(v.len());
-            (v[..end].trim().to_string(), &v[end..])
-        };
-        out.insert(key, value);
-        rest = tail.trim_start_matches(',');
-    }
-    out
 }
 
 /// A compiled kernel, one thread and threaded.
@@ -175,26 +153,38 @@ fn main() {
     let rounds: usize = std::env::var("SPARSEC_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let mut peers = Peers::start();
     let info = peers.ask("info");
-    println!("oneMKL: {}", info.get("mkl").map(|s| s.trim()).unwrap_or("?"));
-    println!("oneMKL code path (MKL_VERBOSE=1): {}", info.get("mkl_path").map(|s| s.trim()).unwrap_or("?"));
+    let text = |k: &str| info.get(k).and_then(|v| v.as_str()).map(|s| s.trim().to_string()).unwrap_or_else(|| "?".into());
+    println!("oneMKL: {}", text("mkl"));
+    println!("oneMKL code path (MKL_VERBOSE=1): {}", text("mkl_path"));
     println!("(on an AMD CPU oneMKL runs its generic code path, not its AVX-512 kernels)");
 
     let spmm = Kernel::new(&sparsec_testkit::workload("csrmm"));
     let sddmm = Kernel::new(&sparsec_testkit::workload("sddmm"));
     let spmv = Kernel::new(&spmv_func());
 
+    let kernels = std::env::var("SPARSEC_BENCH_KERNELS").unwrap_or_default();
+    let wanted = |kernel: &str| if kernels.is_empty() { kernel != "large" } else { kernels.split(',').any(|k| k == kernel) };
     let paths: BTreeMap<String, std::path::PathBuf> = sparsec::formats::shared_matrices().into_iter().collect();
-    let mats: Vec<(String, Mat)> = sparsec_testkit::shared_matrices().into_iter().filter(|(n, _)| n.contains(&filter)).collect();
+    let mut mats: Vec<(String, Mat)> = sparsec_testkit::shared_matrices().into_iter().filter(|(n, _)| n.contains(&filter)).collect();
+    if !wanted("spmm") && !wanted("spmv") && !wanted("sddmm") {
+        mats.clear();
+    }
     let mut rows: Vec<Row> = Vec::new();
     let mut args: Vec<Args> = Vec::new();
+    if wanted("large") {
+        let (name, m) = large_graph();
+        let loaded = peers.ask(&format!("loadcsr {name} {}", write_csr(&name, &m).display()));
+        assert_eq!(loaded.get("nnz").and_then(|v| v.as_u64()), Some(m.nnz() as u64), "{name}: the peers read another matrix");
+        rows.push(Row { kernel: "large", matrix: name, nnz: m.nnz(), feat: 32, t: BTreeMap::new() });
+        args.push(sparsec_testkit::workloads::csrmm_args(&m, f32s(m.cols * 32, 0), 32, 0.0));
+    }
     for (name, m) in &mats {
         let loaded = peers.ask(&format!("load {name} {}", paths[name].display()));
-        if loaded.get("nnz").and_then(|v| v.parse::<usize>().ok()) != Some(m.nnz()) {
+        if loaded.get("nnz").and_then(|v| v.as_u64()) != Some(m.nnz() as u64) {
             panic!("{name}: the peers read {:?} nonzeros, sparsec {}", loaded.get("nnz"), m.nnz());
         }
-        let kernels = std::env::var("SPARSEC_BENCH_KERNELS").unwrap_or_default();
         for (kernel, feat) in [("spmm", 32), ("spmm", 128), ("spmv", 1), ("sddmm", 32), ("sddmm", 128)] {
-            if !kernels.is_empty() && !kernels.split(',').any(|k| k == kernel) {
+            if !wanted(kernel) {
                 continue;
             }
             rows.push(Row { kernel, matrix: name.clone(), nnz: m.nnz(), feat, t: BTreeMap::new() });
@@ -209,7 +199,7 @@ fn main() {
         eprintln!("round {}/{rounds}", round + 1);
         for (row, a) in rows.iter_mut().zip(args.iter_mut()) {
             let k = match row.kernel {
-                "spmm" => &spmm,
+                "spmm" | "large" => &spmm,
                 "spmv" => &spmv,
                 _ => &sddmm,
             };
@@ -221,7 +211,7 @@ fn main() {
                 "sddmm" => peers.times(&format!("sddmm {} {}", row.matrix, row.feat)).into_iter().collect(),
                 kernel => {
                     let cmd = |t: usize| match kernel {
-                        "spmm" => format!("spmm {} {} {t}", row.matrix, row.feat),
+                        "spmm" | "large" => format!("spmm {} {} {t}", row.matrix, row.feat),
                         _ => format!("spmv {} {t}", row.matrix),
                     };
                     let mut v = Vec::new();
@@ -243,6 +233,42 @@ fn main() {
     report(&rows);
 }
 
+/// The large graph of `SPARSEC_BENCH_KERNELS=large`: an R-MAT power-law matrix of 2^20 rows
+/// and columns from 10^7 samples (a few repeat), whose dense operand at feat 32 (128 MB) is
+/// four times the L3 cache.
+fn large_graph() -> (String, Mat) {
+    let csr = sparsec::formats::gen::rmat::<i32, f32>(20, 10_000_000, [0.57, 0.19, 0.19, 0.05], 11).expect("R-MAT parameters are valid");
+    let m = Mat {
+        rows: csr.rows(),
+        cols: csr.cols(),
+        indptr: csr.indptr().iter().map(|&x| x as usize).collect(),
+        indices: csr.indices().iter().map(|&x| x as usize).collect(),
+        vals: csr.values().to_vec(),
+    };
+    ("rmat-20-1e7".to_string(), m)
+}
+
+/// Writes `m` as `indptr.npy`, `indices.npy`, `data.npy` and `shape.npy` into a folder of
+/// the target directory for the peers to read, and returns the folder.
+fn write_csr(name: &str, m: &Mat) -> std::path::PathBuf {
+    let dir = std::path::Path::new(&target_dir()).join("bench-cpu").join(name);
+    std::fs::create_dir_all(&dir).expect("bench folder");
+    let i32s = |v: &[usize]| sparsec_ir::data::Array::I32(v.iter().map(|&x| x as i32).collect());
+    let put = |file: &str, a: sparsec_ir::data::Array| {
+        let n = a.len() as u64;
+        sparsec::npy::write(&dir.join(file), &a, &[n]).expect("writes the matrix for the peers")
+    };
+    put("indptr.npy", i32s(&m.indptr));
+    put("indices.npy", i32s(&m.indices));
+    put("data.npy", sparsec_ir::data::Array::F32(m.vals.clone()));
+    put("shape.npy", i32s(&[m.rows, m.cols]));
+    dir
+}
+
+fn target_dir() -> String {
+    std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into())
+}
+
 fn report(rows: &[Row]) {
     let ms = |r: &Row, k: &str| r.t.get(k).map(|s| format!("{:9.4}", s * 1e3)).unwrap_or_else(|| format!("{:>9}", "-"));
     for (kernel, cols, ratios) in [
@@ -250,6 +276,11 @@ fn report(rows: &[Row]) {
             "spmm",
             &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy"][..],
             &[("sparsec1", "mkl1"), ("sparsec2", "mkl2"), ("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "scipy"), ("sparsec2", "sparsec1")][..],
+        ),
+        (
+            "large",
+            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy"][..],
+            &[("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "scipy"), ("sparsec2", "sparsec1")][..],
         ),
         (
             "spmv",
@@ -293,7 +324,7 @@ fn report(rows: &[Row]) {
             println!("{line}");
         }
     }
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into());
+    let target = target_dir();
     let mut json = String::from("[\n");
     for (i, r) in rows.iter().enumerate() {
         let times: Vec<String> = r.t.iter().map(|(k, v)| format!("\"{k}\": {v:e}")).collect();

@@ -15,7 +15,7 @@ pub(crate) fn new_context() -> Context {
     register_all_passes();
     let registry = DialectRegistry::new();
     register_all_dialects(&registry);
-    // No MLIR thread pool: worker threads in the process are the async runtime's.
+    // No MLIR thread pool: worker threads in the process are the OpenMP runtime's.
     let context = Context::new_with_threading(false);
     context.append_dialect_registry(&registry);
     context.load_all_available_dialects();

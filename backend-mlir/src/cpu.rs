@@ -2,8 +2,9 @@
 //! run in-process by the MLIR execution engine.
 //!
 //! `parallel` loops and loops bound to `blockIdx.*` become `scf.parallel` (the outermost one
-//! of a nest only), which `async-parallel-for` turns into tasks of the MLIR async runtime
-//! (`libmlir_async_runtime.so`, a thread pool of one worker per core). Every other loop,
+//! of a nest only; a loop of one iteration runs as `scf.for` on the calling thread), which
+//! `convert-scf-to-openmp` turns into an OpenMP parallel region run by LLVM's OpenMP
+//! runtime (`libomp.so`: a persistent team of one thread per core). Every other loop,
 //! `threadIdx.*`, `vectorized` and `unrolled` included, is an `scf.for`; LLVM's optimiser at
 //! `-O3` vectorises and unrolls them, except that a `vectorized` loop with a vector form
 //! (`sparsec_ir::vector`) becomes `vector` ops, and a serial loop around a vectorized
@@ -28,14 +29,14 @@ use std::ffi::c_void;
 /// Options of the CPU path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuOptions {
-    /// Map `parallel` and `blockIdx` loops to `scf.parallel` on the async runtime's threads;
-    /// when false every loop is serial.
+    /// Map `parallel` and `blockIdx` loops to `scf.parallel` on the OpenMP runtime's
+    /// threads; when false every loop is serial.
     pub parallel: bool,
     /// LLVM optimisation level of the JIT (0 to 3).
     pub opt_level: usize,
-    /// Path of `libmlir_async_runtime.so`; by default the one of the LLVM the crate was
+    /// Path of the OpenMP runtime `libomp.so`; by default the one of the LLVM the crate was
     /// built against (`$MLIR_SYS_220_PREFIX/lib`).
-    pub async_runtime: Option<String>,
+    pub openmp_runtime: Option<String>,
     /// Run the GPU translation instead: every kernel of [`crate::emit_mlir`] (the same
     /// translated body, thread ids and guards) runs once per block and thread, serially, over
     /// its grid. For checking the GPU code without a GPU; shared memory is unsupported.
@@ -47,7 +48,7 @@ pub struct CpuOptions {
 
 impl Default for CpuOptions {
     fn default() -> Self {
-        CpuOptions { parallel: true, opt_level: 3, async_runtime: None, emulate_gpu: false, keep_object: false }
+        CpuOptions { parallel: true, opt_level: 3, openmp_runtime: None, emulate_gpu: false, keep_object: false }
     }
 }
 
@@ -72,17 +73,20 @@ pub fn host_vector_bytes() -> usize {
     16
 }
 
-/// The default location of the async runtime library.
-pub fn default_async_runtime() -> String {
+/// The default location of the OpenMP runtime (Debian's `libomp-22-dev`).
+pub fn default_openmp_runtime() -> String {
     let prefix = option_env!("MLIR_SYS_220_PREFIX").unwrap_or("/usr/lib/llvm-22");
-    format!("{prefix}/lib/libmlir_async_runtime.so")
+    format!("{prefix}/lib/libomp.so")
 }
 
-/// The lowering pipeline of the CPU module.
-pub const CPU_PIPELINE: &str = "builtin.module(async-parallel-for{async-dispatch=true num-workers=-1 min-task-size=1}, \
-     async-to-async-runtime, async-runtime-ref-counting, async-runtime-ref-counting-opt, convert-async-to-llvm, \
-     convert-scf-to-cf, convert-vector-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, \
-     convert-arith-to-llvm, convert-index-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts)";
+/// The lowering pipeline of the CPU module. `convert-scf-to-openmp` wraps each parallel
+/// body in `memref.alloca_scope`, which must become LLVM (`finalize-memref-to-llvm`) before
+/// `convert-scf-to-cf` gives its region several blocks; the second `finalize-memref-to-llvm`
+/// lowers what the vector lowering leaves.
+pub const CPU_PIPELINE: &str = "builtin.module(convert-scf-to-openmp, expand-strided-metadata, finalize-memref-to-llvm, \
+     convert-scf-to-cf, convert-vector-to-llvm, finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm, \
+     convert-arith-to-llvm, convert-index-to-llvm, convert-cf-to-llvm, convert-openmp-to-llvm, convert-func-to-llvm, \
+     reconcile-unrealized-casts)";
 
 /// Builds and verifies the CPU module; also returns whether it has `scf.parallel` loops.
 pub(crate) fn cpu_module<'c>(ctx: &'c Context, func: &Func, opts: &CpuOptions) -> Result<(Module<'c>, bool)> {
@@ -200,10 +204,6 @@ pub struct CpuKernel {
     func: Func,
     sig: Vec<AbiParam>,
     threaded: bool,
-    /// The async runtime of a threaded kernel.
-    runtime: Option<&'static AsyncRuntime>,
-    /// Whether it ran: the runtime's workers may still be finishing its tasks.
-    ran: std::cell::Cell<bool>,
     /// Whether the engine keeps its object code ([`CpuOptions::keep_object`]).
     object: bool,
 }
@@ -214,12 +214,8 @@ unsafe impl Send for CpuKernel {}
 
 impl Drop for CpuKernel {
     fn drop(&mut self) {
-        if let (Some(rt), true) = (self.runtime, self.ran.get()) {
-            if !rt.quiesce() {
-                // A worker may still be in this kernel's code: keep it (leak) rather than crash.
-                return;
-            }
-        }
+        // A parallel region returns after its join barrier: no OpenMP thread is still in the
+        // kernel's code, so the engine may go.
         unsafe { mlirExecutionEngineDestroy(self.engine) }
     }
 }
@@ -242,97 +238,27 @@ enum Prepared {
 
 unsafe extern "C" {
     fn dlopen(filename: *const std::ffi::c_char, flags: std::ffi::c_int) -> *mut c_void;
-    fn dlsym(handle: *mut c_void, symbol: *const std::ffi::c_char) -> *mut c_void;
 }
 
-/// The entry points of the async runtime that the host calls itself.
-struct AsyncRuntime {
-    /// `mlirAsyncRuntimeExecute(handle, resume)`: runs `resume(handle)` on a worker.
-    execute: unsafe extern "C" fn(*mut c_void, unsafe extern "C" fn(*mut c_void)),
-    /// `mlirAsyncRuntimGetNumWorkerThreads()` (sic): the size of the worker pool.
-    workers: unsafe extern "C" fn() -> i64,
-}
+static OPENMP_RUNTIME: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
 
-static ASYNC_RUNTIME: std::sync::OnceLock<std::result::Result<AsyncRuntime, String>> = std::sync::OnceLock::new();
-
-/// Loads the async runtime into the process once, with its symbols global, so that every
-/// engine resolves them; it is never unloaded. The engine is not given the library: it would
-/// reset the runtime's shared thread pool when one engine is dropped while others still use it.
-fn load_async_runtime(path: &str) -> Result<&'static AsyncRuntime> {
-    let r = ASYNC_RUNTIME.get_or_init(|| {
+/// Loads the OpenMP runtime into the process once, with its symbols global, so that every
+/// engine resolves `__kmpc_*` from it; it is never unloaded (its thread team outlives any
+/// one kernel).
+fn load_openmp_runtime(path: &str) -> Result<()> {
+    let r = OPENMP_RUNTIME.get_or_init(|| {
         if !std::path::Path::new(path).exists() {
-            return Err(format!("async runtime `{path}` not found"));
+            return Err(format!("OpenMP runtime `{path}` not found (Debian package libomp-22-dev; scripts/install-deps)"));
         }
         let c = std::ffi::CString::new(path).map_err(|e| e.to_string())?;
         const RTLD_NOW: std::ffi::c_int = 2;
         const RTLD_GLOBAL: std::ffi::c_int = 0x100;
-        let handle = unsafe { dlopen(c.as_ptr(), RTLD_NOW | RTLD_GLOBAL) };
-        if handle.is_null() {
-            return Err(format!("cannot load the async runtime `{path}`"));
+        if unsafe { dlopen(c.as_ptr(), RTLD_NOW | RTLD_GLOBAL) }.is_null() {
+            return Err(format!("cannot load the OpenMP runtime `{path}`"));
         }
-        let sym = |name: &std::ffi::CStr| {
-            let p = unsafe { dlsym(handle, name.as_ptr()) };
-            if p.is_null() {
-                Err(format!("the async runtime `{path}` has no `{}`", name.to_string_lossy()))
-            } else {
-                Ok(p)
-            }
-        };
-        let (execute, workers) = (sym(c"mlirAsyncRuntimeExecute")?, sym(c"mlirAsyncRuntimGetNumWorkerThreads")?);
-        // The C signatures of `AsyncRuntime.h`.
-        type Execute = unsafe extern "C" fn(*mut c_void, unsafe extern "C" fn(*mut c_void));
-        type Workers = unsafe extern "C" fn() -> i64;
-        Ok(AsyncRuntime {
-            execute: unsafe { std::mem::transmute::<*mut c_void, Execute>(execute) },
-            workers: unsafe { std::mem::transmute::<*mut c_void, Workers>(workers) },
-        })
+        Ok(())
     });
-    r.as_ref().map_err(|e| MlirError::Jit(e.clone()))
-}
-
-/// Workers meeting in [`AsyncRuntime::quiesce`]: how many arrived, and whether they may go.
-struct Rendezvous {
-    state: std::sync::Mutex<(usize, bool)>,
-    cv: std::sync::Condvar,
-}
-
-/// A task of the rendezvous: arrives, then waits to be released. Never unwinds.
-unsafe extern "C" fn rendezvous_task(p: *mut c_void) {
-    let r = unsafe { std::sync::Arc::from_raw(p as *const Rendezvous) };
-    let mut g = r.state.lock().unwrap_or_else(|e| e.into_inner());
-    g.0 += 1;
-    r.cv.notify_all();
-    while !g.1 {
-        g = r.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-    }
-}
-
-impl AsyncRuntime {
-    /// Waits until no worker runs code of a finished kernel. A kernel returns when its
-    /// tasks have *signalled* completion, but a worker still runs the end of its task (JIT
-    /// code) after that; freeing the engine under it crashes the process. One task per
-    /// worker that waits for all the others occupies every worker at once, so each has
-    /// left the task it ran before. False when the workers did not all come (then the
-    /// caller must keep the code).
-    fn quiesce(&self) -> bool {
-        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let n = usize::try_from(unsafe { (self.workers)() }).unwrap_or(0).max(1);
-        let r = std::sync::Arc::new(Rendezvous { state: std::sync::Mutex::new((0, false)), cv: std::sync::Condvar::new() });
-        for _ in 0..n {
-            let p = std::sync::Arc::into_raw(r.clone()) as *mut c_void;
-            unsafe { (self.execute)(p, rendezvous_task) };
-        }
-        let g = r.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut g, _) = r
-            .cv
-            .wait_timeout_while(g, std::time::Duration::from_secs(60), |s| s.0 < n)
-            .unwrap_or_else(|e| e.into_inner());
-        let all = g.0 >= n;
-        g.1 = true;
-        r.cv.notify_all();
-        all
-    }
+    r.clone().map_err(MlirError::Jit)
 }
 
 fn string_ref(s: &str) -> MlirStringRef {
@@ -370,19 +296,16 @@ impl CpuKernel {
         let (mut module, threaded) = cpu_module(&ctx, func, opts)?;
         let sig = signature(func)?;
         run_pipeline(&ctx, &mut module, CPU_PIPELINE)?;
-        let runtime = if threaded {
-            let path = opts.async_runtime.clone().unwrap_or_else(default_async_runtime);
-            Some(load_async_runtime(&path)?)
-        } else {
-            None
-        };
+        if threaded {
+            load_openmp_runtime(&opts.openmp_runtime.clone().unwrap_or_else(default_openmp_runtime))?;
+        }
         let engine = unsafe {
             mlirExecutionEngineCreate(module.to_raw(), opts.opt_level.min(3) as i32, 0, std::ptr::null(), opts.keep_object, false)
         };
         if engine.ptr.is_null() {
             return Err(MlirError::Jit(format!("cannot create the execution engine for `{}`", func.name)));
         }
-        Ok(CpuKernel { engine, func: func.clone(), sig, threaded, runtime, ran: std::cell::Cell::new(false), object: opts.keep_object })
+        Ok(CpuKernel { engine, func: func.clone(), sig, threaded, object: opts.keep_object })
     }
 
     /// Writes the kernel's machine code as an object file (ELF on Linux) to `path`, for a
@@ -404,7 +327,7 @@ impl CpuKernel {
         Ok(())
     }
 
-    /// Whether the kernel runs loops on the async runtime's threads.
+    /// Whether the kernel runs loops on the OpenMP runtime's threads.
     pub fn is_threaded(&self) -> bool {
         self.threaded
     }
@@ -453,7 +376,6 @@ impl CpuKernel {
             }
         }
         let name = self.func.name.as_str();
-        self.ran.set(true);
         let result = unsafe {
             mlirExecutionEngineInvokePacked(
                 self.engine,

@@ -18,7 +18,7 @@
 //! | Stage III | MLIR |
 //! |---|---|
 //! | `for` serial / vectorized / unrolled | `scf.for` (LLVM vectorises and unrolls) |
-//! | `for` parallel (CPU) | `scf.parallel` (outermost only), async runtime threads |
+//! | `for` parallel (CPU) | `scf.parallel` (outermost only, when it has more than one iteration), OpenMP threads |
 //! | `for` bound to `blockIdx`/`threadIdx` (GPU) | `gpu.block_id`/`gpu.thread_id` + guard `scf.if id < extent` |
 //! | `for` bound (CPU) | `blockIdx` → `scf.parallel`, `threadIdx` → `scf.for` |
 //! | `if` / `while` | `scf.if` / `scf.while` |
@@ -53,6 +53,6 @@ mod regtile;
 mod translate;
 
 pub use abi::{signature, AbiParam, ArgKind};
-pub use cpu::{default_async_runtime, emit_cpu_mlir, host_vector_bytes, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
+pub use cpu::{default_openmp_runtime, emit_cpu_mlir, host_vector_bytes, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
 pub use error::{MlirError, Result};
 pub use gpu::{emit_mlir, emit_ptx, gpu_plan, index_bits, ptx_pipeline, DeviceAlloc, GpuPlan, KernelLaunch};

@@ -1530,8 +1530,33 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
     }
 
-    /// Emits `scf.for` or `scf.parallel` over `lb..ub` with the loop's body.
-    fn loop_op(&mut self, b: &Block<'c>, f: &'f For, dtype: DType, parallel: bool, [lb, ub, step]: [Val<'c>; 3]) -> Result<()> {
+    /// Emits `scf.for` or `scf.parallel` over `lb..ub` with the loop's body. A parallel
+    /// loop is `scf.if (ub - lb > 1) { scf.parallel } else { scf.for }`: one iteration (a
+    /// light nest that the schedule left as one chunk) runs on the calling thread, without
+    /// waking the thread team.
+    fn loop_op(&mut self, b: &Block<'c>, f: &'f For, dtype: DType, parallel: bool, bounds: [Val<'c>; 3]) -> Result<()> {
+        if !parallel {
+            return self.loop_op_as(b, f, dtype, false, bounds);
+        }
+        let [lb, ub, _] = bounds;
+        let it = self.index();
+        let trip = self.emit1(b, "arith.subi", &[ub, lb], it, &[])?;
+        let one = self.cidx(b, 1)?;
+        let several = self.cmpi(b, 4, trip, one)?;
+        let on_team = self.region(&[], |t, blk, _| {
+            t.loop_op_as(blk, f, dtype, true, bounds)?;
+            t.yield_(blk, &[])
+        })?;
+        let here = self.region(&[], |t, blk, _| {
+            t.loop_op_as(blk, f, dtype, false, bounds)?;
+            t.yield_(blk, &[])
+        })?;
+        b.append_operation(self.build("scf.if", &[several], &[], &[], vec![on_team, here])?);
+        Ok(())
+    }
+
+    /// [`Self::loop_op`] as one `scf.parallel` or `scf.for`.
+    fn loop_op_as(&mut self, b: &Block<'c>, f: &'f For, dtype: DType, parallel: bool, [lb, ub, step]: [Val<'c>; 3]) -> Result<()> {
         let it = self.index();
         let var = f.var;
         self.par_depth += parallel as usize;

@@ -61,6 +61,30 @@ pub fn store(buffer: BufferId, indices: Vec<Expr>, value: Expr) -> Stmt {
     stmt(StmtKind::Store { buffer, indices, value })
 }
 
+/// A lower-bound search over `0..len` in the one-element buffers `low` and `high` (of
+/// `len`'s dtype): `low[0] = 0; high[0] = len; while low[0] < high[0] { let mid = low[0] +
+/// (high[0] - low[0]) // 2; if right { low[0] = mid + 1 } else { high[0] = mid } }`, where
+/// `right` (which reads `mid`) says that the answer lies above `mid`. The answer is left
+/// in `low[0]`.
+pub fn lower_bound(f: &Func, low: BufferId, high: BufferId, mid: sparsec_ir::VarId, len: Expr, right: Expr) -> Vec<Stmt> {
+    let dtype = f.expr_dtype(&len);
+    let at = |b| Expr::Load(b, vec![Expr::i32(0)]);
+    let mid_value = add(f, at(low), Expr::binary(BinOp::FloorDiv, sub(f, at(high), at(low)), int(2, dtype)));
+    let step = stmt(StmtKind::If {
+        cond: right,
+        then_body: vec![store(low, vec![Expr::i32(0)], add(f, Expr::Var(mid), int(1, dtype)))],
+        else_body: vec![store(high, vec![Expr::i32(0)], Expr::Var(mid))],
+    });
+    vec![
+        store(low, vec![Expr::i32(0)], int(0, dtype)),
+        store(high, vec![Expr::i32(0)], len),
+        stmt(StmtKind::While {
+            cond: Expr::binary(BinOp::Lt, at(low), at(high)),
+            body: vec![stmt(StmtKind::Let { var: mid, value: mid_value }), step],
+        }),
+    ]
+}
+
 /// Fresh names: unique among function-wide names (axes, buffers, parameters) and among the
 /// variables in scope, so that the printed IR is unambiguous.
 #[derive(Debug, Default)]

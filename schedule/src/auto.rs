@@ -33,6 +33,7 @@
 //! the bindings they are given and run an unbound nest in a single unit.
 
 use crate::error::ScheduleError;
+use crate::cache::CacheAt;
 use crate::schedule::{BlockRv, Schedule};
 use crate::tree;
 use sparsec_ir::func::{AttrValue, Block, Func, Stmt, StmtKind, VarId, walk_stmts};
@@ -153,20 +154,32 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
     for (name, written) in accumulations(sch.func(), outer) {
         let mut cached = false;
         for buf in &written {
-            cached |= register_cache(sch, 1, |s| {
-                let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
-                s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
-            })
-            .is_some();
+            cached |= register_at(sch, &name, buf, |s| Ok(s.get_block(outer)?.into()));
         }
         if cached && written.len() == 1 {
-            let mut trial = sch.clone();
-            if vector_partial_sums(&mut trial, &name, COARSEN).is_ok() && lowers(trial.func()) {
-                *sch = trial;
-            }
+            partial_sums_where_they_lower(sch, &name, COARSEN);
         }
     }
     Ok(())
+}
+
+/// Caches `buf` of block `name` in one `local` element over the loop or block that `at`
+/// looks up; whether it did (otherwise the schedule stays as it was).
+fn register_at(sch: &mut Schedule, name: &str, buf: &str, at: impl FnOnce(&mut Schedule) -> Result<CacheAt>) -> bool {
+    register_cache(sch, 1, |s| {
+        let b = s.get_block(name)?;
+        let at = at(s)?;
+        s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
+    })
+    .is_some()
+}
+
+/// [`vector_partial_sums`] of `width` lanes, kept only where the schedule still lowers.
+fn partial_sums_where_they_lower(sch: &mut Schedule, name: &str, width: i64) {
+    let mut trial = sch.clone();
+    if vector_partial_sums(&mut trial, name, width).is_ok() && lowers(trial.func()) {
+        *sch = trial;
+    }
 }
 
 /// The CPU's [`registers`]: each accumulation inside the nest's first block `outer` gets its
@@ -179,19 +192,11 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
 fn cpu_registers(sch: &mut Schedule, outer: &str) -> Result<()> {
     for (name, written) in accumulations(sch.func(), outer) {
         let [buf] = written.as_slice() else { continue };
-        let cached = register_cache(sch, 1, |s| {
-            let (b, at) = (s.get_block(&name)?, s.get_block(outer)?);
-            s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
-        })
-        .is_some()
-            || cpu_register_at_loop(sch, &name, buf)?;
+        let cached = register_at(sch, &name, buf, |s| Ok(s.get_block(outer)?.into())) || cpu_register_at_loop(sch, &name, buf)?;
         let dtype = sch.func().buffers.iter().find(|(_, x)| x.name == *buf).map(|(_, x)| x.dtype);
         let Some(bytes) = dtype.map(|d| d.size_bytes() as i64).filter(|b| *b > 0) else { continue };
         if cached {
-            let mut trial = sch.clone();
-            if vector_partial_sums(&mut trial, &name, CPU_VECTOR_BYTES / bytes).is_ok() && lowers(trial.func()) {
-                *sch = trial;
-            }
+            partial_sums_where_they_lower(sch, &name, CPU_VECTOR_BYTES / bytes);
         }
     }
     Ok(())
@@ -202,11 +207,10 @@ fn cpu_registers(sch: &mut Schedule, outer: &str) -> Result<()> {
 fn cpu_register_at_loop(sch: &mut Schedule, name: &str, buf: &str) -> Result<bool> {
     let b = sch.get_block(name)?;
     let loops = sch.get_loops(b)?;
-    let mut iters = Vec::new();
-    walk_stmts(&sch.func().body, &mut |s| match &s.kind {
-        StmtKind::Block(x) if x.name == name => iters = x.iters.clone(),
-        _ => {}
-    });
+    let iters = match Schedule::block_paths(sch.func(), name).first().and_then(|p| tree::get(&sch.func().body, p)) {
+        Some(Stmt { kind: StmtKind::Block(x), .. }) => x.iters.clone(),
+        _ => return Ok(false),
+    };
     let mut reduces = Vec::with_capacity(loops.len());
     for &l in &loops {
         let v = sch.loop_var(l)?;
@@ -218,21 +222,20 @@ fn cpu_register_at_loop(sch: &mut Schedule, name: &str, buf: &str) -> Result<boo
         return Ok(false);
     }
     let at = loops[last_spatial];
-    Ok(register_cache(sch, 1, |s| {
-        let b = s.get_block(name)?;
-        s.cache_write(b, buf, sparsec_ir::Scope::Local, at)
-    })
-    .is_some())
+    Ok(register_at(sch, name, buf, |_| Ok(at.into())))
 }
 
-/// Most chunks a CPU row nest runs as ([`cpu`], `partition`): enough for the MLIR async
-/// runtime (which takes up to 4 tasks per worker) to balance 8 cores.
+/// Most chunks a CPU row nest runs as ([`cpu`], `partition`): the chunks are balanced by
+/// nonzeros, and the OpenMP runtime hands each of its threads a contiguous run of them, so
+/// 32 chunks serve teams of up to 32 threads.
 pub const CPU_CHUNKS: i64 = 32;
 
 /// Least nonzeros of a chunk of rows on the CPU ([`row_weights`]) where each nonzero does
 /// scalar work (SpMV) and where it drives an inner loop (SpMM's features, SDDMM's): about
-/// 10 µs of work, which pays for handing a chunk to another thread.
-pub const CPU_GRAIN: [i64; 2] = [16384, 2048];
+/// 2 µs of work, which pays for waking the OpenMP team (about 2 µs a region on the 2-core
+/// development machine: SpMV on cora in `scripts/bench-cpu`). A nest lighter than two grains runs as one chunk,
+/// on the calling thread.
+pub const CPU_GRAIN: [i64; 2] = [4096, 512];
 
 /// The row pointer whose prefix sums weigh the rows of the nest whose first block is
 /// `outer` (a loop inside it runs `W[v + 1] - W[v]` times for the row `v`), and the grain

@@ -100,21 +100,47 @@ fn cpu_schedule_runs_on_threads() {
     assert!(text.contains("scf.parallel"), "{text}");
     let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
     assert!(!serial.is_threaded());
-    // Running it starts the async runtime's worker pool (one thread per core) in this process.
+    // Running it starts the OpenMP runtime's team (one thread per core) in this process.
     let (name, m) = kit::all_matrices().into_iter().max_by_key(|(_, m)| m.nnz()).unwrap();
     let mut rng = kit::Rng::new(1);
     let c = kit::workloads::case("csrmm", &m, &mut rng).unwrap();
     let mut args = c.args.clone();
     k.run(&mut args).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let workers = std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .filter(|c| c.starts_with("llvm-worker"))
-                .count()
-        })
-        .unwrap_or(0);
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    assert!(workers >= cores.min(2), "{workers} async runtime workers for {cores} cores");
+    let omp = |name: &str| unsafe {
+        let c = std::ffi::CString::new(name).unwrap();
+        !dlsym(std::ptr::null_mut(), c.as_ptr()).is_null()
+    };
+    assert!(omp("__kmpc_fork_call"), "the OpenMP runtime is not loaded");
+    assert!(cores < 2 || threads >= 2, "{threads} threads in the process for {cores} cores");
+}
+
+unsafe extern "C" {
+    fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+}
+
+/// A parallel loop of one iteration runs on the calling thread (`scf.if` around the
+/// `scf.parallel`), so a light nest pays nothing for threads; the result is the same either
+/// way.
+#[test]
+fn a_single_chunk_runs_on_the_calling_thread() {
+    let f = super::common::cpu_scheduled("csrmm");
+    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
+    let at = text.find("scf.parallel").expect("a parallel loop");
+    let before = &text[..at];
+    let guard = before.rfind("scf.if").expect("the parallel loop lies under an scf.if");
+    assert!(before[guard..].lines().count() <= 2, "the scf.if is not the parallel loop's own:\n{}", &text[guard..at]);
+    let k = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
+    let one_row = kit::Mat { rows: 1, cols: 3, indptr: vec![0, 2], indices: vec![0, 2], vals: vec![1.5, -2.0] };
+    let (_, largest) = kit::all_matrices().into_iter().max_by_key(|(_, m)| m.nnz()).unwrap();
+    for (name, m) in [("one row (one chunk)", one_row), ("largest matrix (several chunks)", largest)] {
+        let c = kit::workloads::case("csrmm", &m, &mut kit::Rng::new(2)).unwrap();
+        let mut args = c.args.clone();
+        k.run(&mut args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want = sparsec_interp::run(&f, &c.args).unwrap();
+        kit::assert_close(name, &kit::output_f32(&args, "c"), &kit::output_f32(&want, "c"), 1e-5);
+    }
 }
 
 /// Narrow floats, i64 scalars, atomics, `while`, `select`, casts and math, against the

@@ -1,6 +1,7 @@
-//! The async runtime under threaded kernels: engines compiled, run and dropped in a loop,
-//! and processes that exit right after a threaded run (defect 3: a worker still finishing a
-//! task in the JIT code of a dropped engine crashed the process).
+//! The threads of threaded kernels: engines compiled, run and dropped in a loop, and
+//! processes that exit right after a threaded run (defect 3: with MLIR's async runtime, a
+//! worker still finishing a task in the JIT code of a dropped engine crashed the process;
+//! an OpenMP parallel region returns only after its join barrier).
 
 use super::common::cpu_scheduled;
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
@@ -10,8 +11,8 @@ use sparsec_testkit as kit;
 /// Set in the child processes of [`processes_exit_cleanly_after_threaded_runs`].
 const CHILD: &str = "SPARSEC_MLIR_RUNTIME_CHILD";
 
-/// csrmm with the CPU schedule (threaded) on a banded matrix of 8192 rows: enough rows for
-/// `async-parallel-for` to make tasks (it keeps at least 1000 iterations per task).
+/// csrmm with the CPU schedule (threaded) on a banded matrix of 8192 rows: enough nonzeros
+/// for several chunks of rows.
 fn threaded_csrmm() -> (sparsec_ir::Func, Args) {
     let f = cpu_scheduled("csrmm");
     let rows = 8192;

@@ -2,7 +2,7 @@
 //! `indptr` (recovering the row of a fused position).
 
 use super::Lowerer;
-use crate::build::{add, bin, int, stmt, store, sub};
+use crate::build::{add, bin, int, stmt, store};
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Buffer, Layout, Stmt, StmtKind, Storage};
 use sparsec_ir::{DType, Scope, Span};
@@ -56,22 +56,13 @@ impl Lowerer<'_> {
         let (low, a1) = self.local_scalar(&format!("{label}_low"), dtype);
         let (high, a2) = self.local_scalar(&format!("{label}_high"), dtype);
         let at = |b| Expr::Load(b, vec![Expr::i32(0)]);
-        let mut stmts = vec![a1, a2, store(low, vec![Expr::i32(0)], int(0, dtype)), store(high, vec![Expr::i32(0)], len)];
         self.namer.push();
         let mid = self.out.add_var(self.namer.var(&format!("{label}_mid")), dtype);
         self.namer.pop();
         let f = &self.out;
-        let mid_value = add(f, at(low), Expr::binary(BinOp::FloorDiv, sub(f, at(high), at(low)), int(2, dtype)));
-        let cond = bin(f, cmp, probe(f, Expr::Var(mid)), target);
-        let step = stmt(StmtKind::If {
-            cond,
-            then_body: vec![store(low, vec![Expr::i32(0)], add(f, Expr::Var(mid), int(1, dtype)))],
-            else_body: vec![store(high, vec![Expr::i32(0)], Expr::Var(mid))],
-        });
-        stmts.push(stmt(StmtKind::While {
-            cond: Expr::binary(BinOp::Lt, at(low), at(high)),
-            body: vec![stmt(StmtKind::Let { var: mid, value: mid_value }), step],
-        }));
+        let right = bin(f, cmp, probe(f, Expr::Var(mid)), target);
+        let mut stmts = vec![a1, a2];
+        stmts.extend(crate::build::lower_bound(f, low, high, mid, len, right));
         Search { stmts, pos: at(low), found: None }
     }
 

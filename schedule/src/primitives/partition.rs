@@ -112,35 +112,11 @@ impl Schedule {
             wide(Expr::Var(chunks)),
         );
         let probe = bin(BinOp::Sub, at_w(bin(BinOp::Add, start.clone(), Expr::Var(mid))), first.clone());
-        let search = vec![
-            Stmt::new(StmtKind::Alloc(low)),
-            Stmt::new(StmtKind::Alloc(high)),
-            st(low, Expr::i32(0), int(0, d)),
-            st(high, Expr::i32(0), extent.clone()),
-            Stmt::new(StmtKind::While {
-                cond: bin(BinOp::Lt, one(low), one(high)),
-                body: vec![
-                    Stmt::new(StmtKind::Let {
-                        var: mid,
-                        value: bin(BinOp::Add, one(low), bin(BinOp::FloorDiv, bin(BinOp::Sub, one(high), one(low)), int(2, d))),
-                    }),
-                    Stmt::new(StmtKind::If {
-                        cond: bin(BinOp::Lt, probe, target),
-                        then_body: vec![st(low, Expr::i32(0), bin(BinOp::Add, Expr::Var(mid), int(1, d)))],
-                        else_body: vec![st(high, Expr::i32(0), Expr::Var(mid))],
-                    }),
-                ],
-            }),
-            st(
-                bounds,
-                bin(BinOp::Add, Expr::Var(c), int(1, d)),
-                simplify_expr(bin(
-                    BinOp::Min,
-                    end.clone(),
-                    bin(BinOp::Max, Expr::Load(bounds, vec![Expr::Var(c)]), bin(BinOp::Add, start.clone(), one(low))),
-                )),
-            ),
-        ];
+        let mut search = vec![Stmt::new(StmtKind::Alloc(low)), Stmt::new(StmtKind::Alloc(high))];
+        search.extend(sparsec_passes::build::lower_bound(&g, low, high, mid, extent.clone(), bin(BinOp::Lt, probe, target)));
+        // Clamped between the boundary before and the end, whatever `W` holds.
+        let clamped = bin(BinOp::Max, Expr::Load(bounds, vec![Expr::Var(c)]), bin(BinOp::Add, start.clone(), one(low)));
+        search.push(st(bounds, bin(BinOp::Add, Expr::Var(c), int(1, d)), simplify_expr(bin(BinOp::Min, end.clone(), clamped))));
         let cut = bin(BinOp::Sub, Expr::Var(chunks), int(1, d));
         let at_p = |off: i64| Expr::Load(bounds, vec![simplify_expr(bin(BinOp::Add, Expr::Var(p), int(off, d)))]);
         let inner = For {
