@@ -9,7 +9,9 @@
 //! short burst, and the fastest over `SPARSEC_BENCH_ROUNDS` rounds (default 5).
 //!
 //! `cargo bench -p sparsec-backend-mlir --bench cpu [-- FILTER]` (`scripts/bench-cpu`); FILTER
-//! keeps matrices whose name contains it, `SPARSEC_BENCH_KERNELS=spmm,spmv,sddmm` the kernels. The table goes to stdout and, as JSON, to
+//! keeps matrices whose name contains it, `SPARSEC_BENCH_KERNELS=spmm,spmv,sddmm` the kernels
+//! (`large` adds SpMM at feat 32 on a generated R-MAT graph of ~10^7 nonzeros, which the
+//! peers read from `.npy` files). The table goes to stdout and, as JSON, to
 //! `$CARGO_TARGET_DIR/bench-cpu.json`. Ratios are sparsec time / peer time (below 1: sparsec
 //! is faster).
 
