@@ -160,6 +160,7 @@ fn main() {
     println!("oneMKL code path (MKL_VERBOSE=1): {}", text("mkl_path"));
     println!("(on an AMD CPU oneMKL runs its generic code path, not its AVX-512 kernels)");
 
+    dispatch_cost();
     let spmm = Kernel::new(&sparsec_testkit::workload("csrmm"));
     let sddmm = Kernel::new(&sparsec_testkit::workload("sddmm"));
     let spmv = Kernel::new(&spmv_func());
@@ -233,6 +234,31 @@ fn main() {
         }
     }
     report(&rows);
+}
+
+/// What waking the thread team costs: the fastest threaded call of a parallel loop of two
+/// iterations that each store one element, less the fastest serial call of it.
+fn dispatch_cost() {
+    let text = "func touch(y: handle, n: i32) stage III {
+  buffer Y = match_buffer(y, [n], f32)
+  for i in parallel(n) {
+    block b(vi: spatial(n) = i) {
+      writes(Y[vi])
+      Y[vi] = 1.0
+    }
+  }
+}";
+    let f = sparsec::ir::text::parse_func("touch.sptir", text).expect("the dispatch probe parses");
+    let threaded = CpuKernel::compile(&f, &CpuOptions::default()).expect("compiles");
+    let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).expect("compiles");
+    let mut args = Args::new();
+    args.array("y", sparsec_ir::data::Array::F32(vec![0.0; 2])).int("n", 2);
+    let (mut t, mut s) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..5 {
+        t = t.min(best(|| threaded.run(&mut args).expect("runs")));
+        s = s.min(best(|| serial.run(&mut args).expect("runs")));
+    }
+    println!("thread team (OpenMP): a parallel loop of 2 iterations takes {:.2} µs threaded, {:.2} µs serial: {:.2} µs a region", t * 1e6, s * 1e6, (t - s) * 1e6);
 }
 
 /// The large graph of `SPARSEC_BENCH_KERNELS=large`: an R-MAT power-law matrix of 2^20 rows

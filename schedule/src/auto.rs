@@ -232,9 +232,9 @@ pub const CPU_CHUNKS: i64 = 32;
 
 /// Least nonzeros of a chunk of rows on the CPU ([`row_weights`]) where each nonzero does
 /// scalar work (SpMV) and where it drives an inner loop (SpMM's features, SDDMM's): about
-/// 2 µs of work, which pays for waking the OpenMP team (about 2 µs a region on the 2-core
-/// development machine: SpMV on cora in `scripts/bench-cpu`). A nest lighter than two grains runs as one chunk,
-/// on the calling thread.
+/// 2 µs of work, which pays for waking the OpenMP team (under 1 µs a region on the 2-core
+/// development machine, `scripts/bench-cpu`'s probe) and for a chunk's own start. A nest
+/// lighter than two grains runs as one chunk, on the calling thread.
 pub const CPU_GRAIN: [i64; 2] = [4096, 512];
 
 /// The row pointer whose prefix sums weigh the rows of the nest whose first block is
