@@ -1244,10 +1244,30 @@ fn perturbed(f: &Func, up: &dyn Fn(usize) -> bool) -> Func {
 /// Whether every f32 result in `got` that misses `want` lies within what the allowed error of
 /// transcendental calls can move it to: between the least and the largest of the f64 run
 /// `exact` and the [`perturbed`] runs `runs`, up to four times `want`'s rounding error (NaN
-/// or inf only where one of those runs has it); other arrays compare as usual.
+/// or inf only where one of those runs has it). Where the program casts floats to integers
+/// (`inexact_ints`), an i32 result may likewise be any value between those runs' and
+/// `want`'s (a cast of `pow(..)` near 1 is 0 or 1). Other arrays compare as usual.
 fn within_accuracy(want: &Args, exact: &Args, runs: &[Args], got: &Args, rtol: f32, inexact_ints: bool) -> bool {
     let mut rest = (Args::new(), Args::new());
     for (name, w) in &want.arrays {
+        if let (true, Array::I32(w), Some(Array::I32(x)), Some(Array::I32(g))) = (inexact_ints, w, exact.arrays.get(name), got.arrays.get(name)) {
+            let others: Vec<&Vec<i32>> = runs.iter().filter_map(|r| match r.arrays.get(name) {
+                Some(Array::I32(v)) if v.len() == x.len() => Some(v),
+                _ => None,
+            }).collect();
+            if w.len() != x.len() || w.len() != g.len() {
+                return false;
+            }
+            let between = (0..w.len()).all(|i| {
+                let vals = [w[i], x[i]].into_iter().chain(others.iter().map(|v| v[i]));
+                let (lo, hi) = vals.fold((i32::MAX, i32::MIN), |(l, h), v| (l.min(v), h.max(v)));
+                (lo..=hi).contains(&g[i])
+            });
+            if !between {
+                return false;
+            }
+            continue;
+        }
         let (Some(Array::F64(x)), Some(g)) = (exact.arrays.get(name), got.arrays.get(name)) else {
             rest.0.array(name.clone(), w.clone());
             rest.1.array(name.clone(), got.arrays.get(name).cloned().unwrap_or_else(|| w.clone()));
@@ -1674,6 +1694,47 @@ mod tests {
         assert!(within_accuracy(&want, &exact, &runs, &got(4.0 * 1.75 * f32::EPSILON, w * 1.03), 1e-4, false));
         assert!(!within_accuracy(&want, &exact, &runs, &got(0.01, w), 1e-4, false), "pow off by far more than its error");
         assert!(!within_accuracy(&want, &exact, &runs, &got(0.0, -w), 1e-4, false), "a sign no error allows");
+    }
+
+    #[test]
+    fn integer_casts_of_transcendental_results_may_take_the_values_their_error_allows() {
+        // `pow(0.5 / exp(7), 2.9e-9)` is 0.99999998: 1.0 in f32, just below 1 in f64, and
+        // either side of 1 within `pow`'s error; its cast to i32, summed over 6 rows, is 6
+        // on Stage I in f32 and 0 in f64 (cubecl fuzz seed 1795782298646).
+        let src = "func c(u: handle, v: handle, n: i32) {
+  axis I = dense_fixed(n)
+  axis O = dense_fixed(1)
+  buffer U = match_sparse_buffer(u, [O], i32)
+  buffer V = match_sparse_buffer(v, [I], f32)
+  sp_iter p([I], \"S\") as [i] {
+    V[i] = pow(0.5 / exp(7.0), 2.9e-9)
+  }
+  sp_iter s([O, I], \"SR\") as [o, i] {
+    init {
+      U[o] = 0
+    }
+    U[o] = U[o] + cast(i32, V[i])
+  }
+}";
+        let f = sparsec::ir::text::parse_func("c.sptir", src).unwrap_or_else(|e| panic!("{e}"));
+        let mut a = Args::new();
+        a.array("u", Array::I32(vec![0])).array("v", Array::F32(vec![0.0; 6])).int("n", 6);
+        let opts = interp::Options::default();
+        let want = interp::run_with(&f, &a, &opts).unwrap();
+        let exact = interp::run_with(&widened(&f), &widened_args(&a), &opts).unwrap();
+        let ups: [&dyn Fn(usize) -> bool; 2] = [&|_| true, &|_| false];
+        let runs: Vec<Args> = ups.iter().map(|up| interp::run_with(&perturbed(&widened(&f), *up), &widened_args(&a), &opts).unwrap()).collect();
+        assert_eq!(want.arrays["u"], Array::I32(vec![6]), "f32 rounds the power to 1");
+        let got = |u: i32| {
+            let mut g = want.clone();
+            g.array("u", Array::I32(vec![u]));
+            g
+        };
+        assert!(within_accuracy(&want, &exact, &runs, &got(0), 1e-4, true), "the power just below 1 on the device");
+        assert!(within_accuracy(&want, &exact, &runs, &got(6), 1e-4, true));
+        assert!(!within_accuracy(&want, &exact, &runs, &got(7), 1e-4, true), "no error makes a cast 7 / 6");
+        assert!(!within_accuracy(&want, &exact, &runs, &got(-1), 1e-4, true), "nor negative");
+        assert!(!within_accuracy(&want, &exact, &runs, &got(0), 1e-4, false), "a program without casts to integers compares exactly");
     }
 
     #[test]
