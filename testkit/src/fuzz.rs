@@ -1251,10 +1251,10 @@ fn within_accuracy(want: &Args, exact: &Args, runs: &[Args], got: &Args, rtol: f
     let mut rest = (Args::new(), Args::new());
     for (name, w) in &want.arrays {
         if let (true, Array::I32(w), Some(Array::I32(x)), Some(Array::I32(g))) = (inexact_ints, w, exact.arrays.get(name), got.arrays.get(name)) {
-            let others: Vec<&Vec<i32>> = runs.iter().filter_map(|r| match r.arrays.get(name) {
-                Some(Array::I32(v)) if v.len() == x.len() => Some(v),
+            let others = same_arrays(runs, name, x.len(), |a| match a {
+                Array::I32(v) => Some(v),
                 _ => None,
-            }).collect();
+            });
             if w.len() != x.len() || w.len() != g.len() {
                 return false;
             }
@@ -1274,10 +1274,10 @@ fn within_accuracy(want: &Args, exact: &Args, runs: &[Args], got: &Args, rtol: f
             continue;
         };
         let (Array::F32(w), Array::F32(g)) = (w, g) else { return false };
-        let others: Vec<&Vec<f64>> = runs.iter().filter_map(|r| match r.arrays.get(name) {
-            Some(Array::F64(v)) if v.len() == x.len() => Some(v),
+        let others = same_arrays(runs, name, x.len(), |a| match a {
+            Array::F64(v) => Some(v),
             _ => None,
-        }).collect();
+        });
         if w.len() != x.len() || w.len() != g.len() {
             return false;
         }
@@ -1307,6 +1307,11 @@ fn within_accuracy(want: &Args, exact: &Args, runs: &[Args], got: &Args, rtol: f
         }
     }
     compare(&rest.0, &rest.1, rtol, inexact_ints).is_none()
+}
+
+/// Array `name` of each run in `runs` that holds it as `pick` reads it, with `len` elements.
+fn same_arrays<'a, T>(runs: &'a [Args], name: &str, len: usize, pick: impl Fn(&'a Array) -> Option<&'a Vec<T>>) -> Vec<&'a Vec<T>> {
+    runs.iter().filter_map(|r| r.arrays.get(name).and_then(&pick)).filter(|v| v.len() == len).collect()
 }
 
 /// Whether `got` is as close to the f64 run `exact` as the f32 reference `want` is, up to a

@@ -106,14 +106,20 @@ fn cpu_schedule_runs_on_threads() {
     let c = kit::workloads::case("csrmm", &m, &mut rng).unwrap();
     let mut args = c.args.clone();
     k.run(&mut args).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let omp = |name: &str| unsafe {
         let c = std::ffi::CString::new(name).unwrap();
-        !dlsym(std::ptr::null_mut(), c.as_ptr()).is_null()
+        dlsym(std::ptr::null_mut(), c.as_ptr())
     };
-    assert!(omp("__kmpc_fork_call"), "the OpenMP runtime is not loaded");
-    assert!(cores < 2 || threads >= 2, "{threads} threads in the process for {cores} cores");
+    assert!(!omp("__kmpc_fork_call").is_null(), "the OpenMP runtime is not loaded");
+    // The team it forks: one thread per core (unless OMP_NUM_THREADS says otherwise).
+    let max_threads = omp("omp_get_max_threads");
+    assert!(!max_threads.is_null(), "the OpenMP runtime has no omp_get_max_threads");
+    let max_threads: extern "C" fn() -> std::ffi::c_int = unsafe { std::mem::transmute(max_threads) };
+    if std::env::var_os("OMP_NUM_THREADS").is_none() {
+        let team = max_threads();
+        assert!(team as usize >= cores.min(2), "an OpenMP team of {team} threads for {cores} cores");
+    }
 }
 
 unsafe extern "C" {
