@@ -303,13 +303,14 @@ fn min_lit(d: DType) -> String {
 const HELPERS: &str = r#"#[cube]
 fn floor_div_i32(a: i32, b: i32) -> i32 {
     let q = a / b;
-    let r = a % b;
+    let r = a - q * b;
     select(r != 0i32 && ((r < 0i32) != (b < 0i32)), q - 1i32, q)
 }
 
 #[cube]
 fn floor_mod_i32(a: i32, b: i32) -> i32 {
-    let r = a % b;
+    // Not `a % b`: CubeCL 0.11.3 simplifies `x % 1` to `x`.
+    let r = a - (a / b) * b;
     select(r != 0i32 && ((r < 0i32) != (b < 0i32)), r + b, r)
 }
 

@@ -473,7 +473,10 @@ impl ExpandGen {
         let safe_b = self.select(neg1.clone(), one.clone(), b.clone(), d)?;
         let s = self.s();
         let q = num2!(a.clone(), safe_b.clone(), x, y, x.__expand_div_method(s, y), "/");
-        let r = num2!(a.clone(), safe_b, x, y, x.__expand_rem_method(s, y), "%");
+        // `a - q * b` rather than CubeCL's remainder, which cubecl-ir 0.11.3 simplifies as
+        // `x % 1 = x` (cubecl-cuda fuzz seed 1795800000114).
+        let qb = num2!(q.clone(), safe_b, x, y, x.__expand_mul_method(s, y), "*");
+        let r = num2!(a.clone(), qb, x, y, x.__expand_sub_method(s, y), "-");
         let neg_a = self.binary(BinOp::Sub, zero.clone(), a, d)?;
         let q = self.select(neg1.clone(), neg_a, q, d)?;
         let r = self.select(neg1, zero.clone(), r, d)?;

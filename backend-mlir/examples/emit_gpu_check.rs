@@ -1,24 +1,29 @@
 //! Emits the PTX (sm_80 and sm_90) and launch plans of GPU-scheduled csrmm and sddmm into a
-//! folder, for `scripts/gpu-check` on a GPU machine.
+//! folder, for `scripts/gpu-check` on a GPU machine: `<workload>_<variant>.<chip>.ptx` and
+//! `<workload>_<variant>.json`. Variants: `auto` (the default GPU schedule, `--auto gpu`) and
+//! `hand` (a simple hand schedule: csrmm one row per block and 32 feature threads, sddmm
+//! fused nonzeros over blocks of 32 threads).
 //! `cargo run -p sparsec-backend-mlir --example emit_gpu_check -- OUT_DIR`
 
 use sparsec_backend_mlir::{emit_ptx, gpu_plan};
 use sparsec_ir::{Func, Stage, ThreadTag::*};
-use sparsec_schedule::{LoopRv, Schedule};
+use sparsec_schedule::{auto, LoopRv, Schedule};
 
-fn loops(sch: &mut Schedule, block: &str) -> Result<Vec<LoopRv>, Box<dyn std::error::Error>> {
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn loops(sch: &mut Schedule, block: &str) -> Result<Vec<LoopRv>> {
     let b = sch.get_block(block)?;
     Ok(sch.get_loops(b)?)
 }
 
-fn workload(name: &str) -> Result<Func, Box<dyn std::error::Error>> {
+fn workload(name: &str) -> Result<Func> {
     let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path)?;
     Ok(sparsec_ir::text::parse_func(&path, &text)?)
 }
 
 /// csrmm: one row per block, 32 feature threads.
-fn csrmm() -> Result<Func, Box<dyn std::error::Error>> {
+fn csrmm_hand() -> Result<Func> {
     let mut sch = Schedule::new(workload("csrmm")?)?;
     sch.lower_sparse_iter()?;
     let i = loops(&mut sch, "csrmm0")?[0];
@@ -34,7 +39,7 @@ fn csrmm() -> Result<Func, Box<dyn std::error::Error>> {
 }
 
 /// sddmm: fused nonzeros over blocks of 32 threads.
-fn sddmm() -> Result<Func, Box<dyn std::error::Error>> {
+fn sddmm_hand() -> Result<Func> {
     let mut sch = Schedule::new(workload("sddmm")?)?;
     let sp = sch.get_sparse_iteration("sddmm")?;
     let it = sch.get_sp_iters(sp)?;
@@ -48,11 +53,19 @@ fn sddmm() -> Result<Func, Box<dyn std::error::Error>> {
     Ok(sch.func().clone())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<()> {
     let out = std::env::args().nth(1).unwrap_or_else(|| "gpu-check".into());
     std::fs::create_dir_all(&out)?;
-    for (name, f) in [("csrmm", csrmm()?), ("sddmm", sddmm()?)] {
-        assert_eq!(f.stage, Stage::III);
+    let variants = [
+        ("csrmm_auto", auto::gpu_schedule(&workload("csrmm")?, 128)?),
+        ("sddmm_auto", auto::gpu_schedule(&workload("sddmm")?, 128)?),
+        ("csrmm_hand", csrmm_hand()?),
+        ("sddmm_hand", sddmm_hand()?),
+    ];
+    for (name, f) in variants {
+        if f.stage != Stage::III {
+            return Err(format!("{name} is not at Stage III").into());
+        }
         for chip in ["sm_80", "sm_90"] {
             std::fs::write(format!("{out}/{name}.{chip}.ptx"), emit_ptx(&f, chip)?)?;
         }

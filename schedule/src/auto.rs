@@ -13,7 +13,8 @@
 //!   iterators becomes `vectorized`.
 //! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
 //!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`;
-//!   a row nest in SpMM's shape gets rows on blocks and features on the lanes of a warp,
+//!   a row nest in SpMM's shape gets rows on the warps of blocks (4 per block) and features
+//!   on the lanes of a warp,
 //!   accumulating in a register instead (`lanes`).
 //! * [`gpu_sparse`] (Stage I, before [`gpu`]): a sparse iteration whose every store writes
 //!   the element of its own spatial point (`C[i, j]` in sddmm), or that only accumulates
@@ -87,9 +88,18 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
     for nest in nests(sch.func()) {
         if nest.independent {
             // Rows over blocks and features over the lanes of a warp where the nest allows.
-            let mut trial = sch.clone();
-            if lanes(&mut trial, &nest).unwrap_or(false) {
-                *sch = trial;
+            // Several rows per block where every unit then works on its own row alone;
+            // otherwise one row per block.
+            let mut done = false;
+            for rows in [ROWS_PER_BLOCK, 1] {
+                let mut trial = sch.clone();
+                if lanes(&mut trial, &nest, rows).unwrap_or(false) {
+                    *sch = trial;
+                    done = true;
+                    break;
+                }
+            }
+            if done {
                 continue;
             }
             let block: BlockRv = sch.get_block(&nest.block)?;
@@ -369,9 +379,15 @@ pub const WARP: i64 = 32;
 /// one walk covers `COARSEN * WARP` features, as GE-SpMM's coarsening does.
 pub const COARSEN: i64 = 4;
 
+/// Rows (warps) per block in SpMM's shape (`lanes`): 4 warps per block let an H100 SM hold
+/// 64 warps within its 32-block limit. Measured on an H100 (`scripts/gpu-check`): see
+/// docs/gpu-estimate.md.
+pub const ROWS_PER_BLOCK: i64 = 4;
+
 /// GE-SpMM's shape for a row nest (`nest.depth == 1`) whose row loop holds one block, every
 /// block inside which sits in a feature loop (a serial loop driving only spatial iterators,
-/// [`vector_candidates`]) of one common extent: the row loop goes to `blockIdx.x`, each
+/// [`vector_candidates`]) of one common extent: the row loop is split by [`ROWS_PER_BLOCK`]
+/// over `blockIdx.x` × `threadIdx.y`, each
 /// feature loop is split by [`WARP`] with the inner part on `threadIdx.x` (the same mapping
 /// for every block, so no barrier is needed) and moved outside the loops between it and the
 /// row (the nonzeros). A block that only accumulates is coarsened: its feature loop is split
@@ -381,7 +397,7 @@ pub const COARSEN: i64 = 4;
 /// the copies unrolled); a block before it that only stores into what it accumulates (its
 /// `init`) joins its lanes ([`join_lanes`]) and fills the registers. `Ok(false)` when the nest has another
 /// shape, `Err` when a primitive refuses; the caller then keeps the schedule as it was.
-fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
+fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
     if nest.depth != 1 {
         return Ok(false);
     }
@@ -431,7 +447,18 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
     features.sort_by_key(|x| inits.iter().any(|(i, _)| *i == x.0));
     let b = sch.get_block(&nest.block)?;
     let row_loop = sch.get_loops(b)?[0];
-    sch.bind(row_loop, ThreadTag::BlockIdxX)?;
+    // `rows_per_block` rows per block, one warp each: blocks of one warp would cap an SM at
+    // 32 resident warps (its block limit), half what it holds. The split's guard makes
+    // control flow differ between the warps of a block, so it is kept only where no block
+    // of the nest stores what another unit reads (every init joins its accumulation's lanes).
+    if rows_per_block > 1 {
+        let rows = sch.split(row_loop, &[None, Some(rows_per_block)])?;
+        sch.bind(rows[0], ThreadTag::BlockIdxX)?;
+        sch.bind(rows[1], ThreadTag::ThreadIdxY)?;
+    } else {
+        sch.bind(row_loop, ThreadTag::BlockIdxX)?;
+    }
+    let alone: Vec<String> = features.iter().filter(|x| !x.3).map(|x| x.0.clone()).collect();
     for (name, var, _, accumulates) in features {
         if joined.contains(&name) {
             continue;
@@ -489,7 +516,7 @@ fn lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
             }
         }
     }
-    Ok(true)
+    Ok(rows_per_block == 1 || alone.iter().all(|n| joined.contains(n)))
 }
 
 /// Splits the feature loop of `init` as the accumulation's (`COARSEN` per lane, `WARP`

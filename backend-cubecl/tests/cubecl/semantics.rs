@@ -82,6 +82,54 @@ fn integer_division_matches_the_semantic_core() {
     }
 }
 
+/// Literal divisors, which CubeCL's own folding sees: cubecl-ir 0.11.3 simplifies a remainder
+/// by 1 to its left operand (`x % 1 = x`) in the CUDA and WGSL compilers (its SPIR-V path,
+/// which wgpu runs on Vulkan, does not), so the backend never emits CubeCL's remainder
+/// (cubecl-cuda fuzz seed 1795800000114: `W[j] % 1` was `W[j]` on an H100). The results on
+/// wgpu must match the semantic core, and neither emitted source may hold a `%`.
+#[test]
+fn integer_division_by_literals_matches_the_semantic_core() {
+    let divisors = [1, -1, 2, -3, 7];
+    let mut body = String::new();
+    let mut params = String::new();
+    let mut buffers = String::new();
+    for (k, d) in divisors.iter().enumerate() {
+        for (name, op) in [("q", "/"), ("fq", "//"), ("fr", "%")] {
+            params.push_str(&format!("{name}{k}: handle, "));
+            buffers.push_str(&format!("  buffer {}{k} = match_buffer({name}{k}, [n], i32)\n", name.to_uppercase()));
+            body.push_str(&format!("      {}{k}[vi] = A[vi] {op} {d}\n", name.to_uppercase()));
+        }
+    }
+    let text = format!(
+        "func div(a: handle, {params}n: i32) stage III {{\n  buffer A = match_buffer(a, [n], i32)\n{buffers}  for i in serial(n) {{\n    block d(vi: spatial(n) = i) {{\n{body}    }}\n  }}\n}}\n"
+    );
+    let f = sparsec_ir::text::parse_func("div.sptir", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let a = vec![i32::MIN, i32::MIN + 1, -7, -2, -1, 0, 1, 2, 7, 9, i32::MAX];
+    let n = a.len();
+    let mut args = Args::new();
+    args.array("a", Array::I32(a.clone())).int("n", n as i64);
+    for k in 0..divisors.len() {
+        for name in ["q", "fq", "fr"] {
+            args.array(&format!("{name}{k}"), Array::I32(vec![0; n]));
+        }
+    }
+    for (what, src) in [("CUDA", sparsec_backend_cubecl::emit_cuda(&f)), ("WGSL", sparsec_backend_cubecl::emit_wgsl(&f))] {
+        let src = src.unwrap_or_else(|e| panic!("{e}"));
+        let line = src.lines().find(|l| l.contains('%') && !l.trim_start().starts_with("//"));
+        assert!(line.is_none(), "{what} source has a remainder: {line:?}");
+    }
+    let out = compile(&f).unwrap().run(&client(), &args).unwrap_or_else(|e| panic!("{e}"));
+    for (k, d) in divisors.iter().enumerate() {
+        for (name, op) in [("q", BinOp::Div), ("fq", BinOp::FloorDiv), ("fr", BinOp::FloorMod)] {
+            let Array::I32(got) = &out.arrays[&format!("{name}{k}")] else { panic!() };
+            for i in 0..n {
+                let want = Value::binary(op, Value::I32(a[i]), Value::I32(*d)).unwrap();
+                assert_eq!(Value::I32(got[i]), want, "{} {} {d}", a[i], op.symbol().unwrap_or("?"));
+            }
+        }
+    }
+}
+
 /// `tanh` and `sigmoid` on wgpu keep their relative precision where WGSL's `tanh` loses it
 /// (near 0: fuzz seed 7103939 divided by a tanh of 2⁻⁶⁰ that lavapipe made 3e-8) and never
 /// overflow an intermediate (`sigmoid(-100)`).
