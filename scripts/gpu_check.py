@@ -28,6 +28,8 @@ import cupyx.cusparse as cus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # cusparseSpMMAlg_t values (cusparse.h); CuPy names only some of them.
+# Segment lengths the row-segment SpMM runs with (examples/csrmm_segments.sptir).
+SEGMENT_LENGTHS = (32, 256)
 SPMM_ALGS = {"SPMM_ALG_DEFAULT": 0, "SPMM_CSR_ALG1": 4, "SPMM_CSR_ALG2": 6, "SPMM_CSR_ALG3": 12}
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "f16": np.float16, "bool": np.bool_}
 
@@ -62,6 +64,17 @@ def agrees(got, want, bound):
     same sum over absolute values): large or cancelling values (bcsstk13) leave f32 sums
     far from f64 in absolute terms, while a lost or repeated term still shows."""
     return bool(cp.all(cp.abs(got.ravel().astype(cp.float64) - want.ravel()) <= 1e-4 * bound.ravel()))
+
+
+def segments(indptr, max_len):
+    """formats::compose::RowSegments: each row cut into segments of at most `max_len`
+    entries; (segment pointer into the CSR arrays, row of each segment), as int32."""
+    lens = np.diff(indptr)
+    count = (lens + max_len - 1) // max_len
+    seg_row = np.repeat(np.arange(len(lens), dtype=np.int64), count)
+    first = np.repeat(indptr[:-1] - np.concatenate(([0], np.cumsum(count)[:-1])) * max_len, count)
+    ends = np.minimum(first + (np.arange(len(seg_row)) + 1) * max_len, indptr[1:][seg_row])
+    return np.concatenate(([0], ends)).astype(np.int32), seg_row.astype(np.int32)
 
 
 def kernel_args(plan, arrays, scalars):
@@ -374,6 +387,14 @@ def main():
                 c.fill(0)
                 measure(mname, a, feat, v.name, t_ref,
                         lambda: v.launcher({"a": values, "b": b.ravel(), "c": c, "indptr": indptr, "indices": indices}, scalars), spmm_ok)
+            for v in (v for v in variants if v.workload == "csrmm_segments"):
+                for max_len in SEGMENT_LENGTHS:
+                    seg_ptr, seg_row = segments(a.indptr, max_len)
+                    seg = dict(scalars, nseg=len(seg_row))
+                    arrays = {"a": values, "b": b.ravel(), "c": c, "indices": indices,
+                              "seg_ptr": cp.asarray(seg_ptr), "seg_row": cp.asarray(seg_row)}
+                    c.fill(0)
+                    measure(mname, a, feat, f"csrmm_seg{max_len}", t_ref, lambda: v.launcher(arrays, seg), spmm_ok)
             if peer is not None:
                 c.fill(0)
                 measure(mname, a, feat, "gespmm_peer", t_ref, lambda: gespmm(peer, m, feat, indptr, indices, values, b, c), spmm_ok)

@@ -110,6 +110,23 @@ fn reduction_outer_loops_stay_serial() {
     assert!(!loop_kinds(&cpu).contains(&ForKind::Parallel));
 }
 
+/// Row segments (`examples/csrmm_segments.sptir`): `gpu_sparse` keeps the segments and their
+/// entries apart (the entry does not pick the row written) and only asks for atomics; the
+/// default then sums each segment in registers and adds it to C once per feature.
+#[test]
+fn gpu_sparse_keeps_row_segments_for_register_sums() {
+    use sparsec_schedule::Schedule;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/csrmm_segments.sptir");
+    let func = sparsec::ir::text::parse_func(path, &std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut sch = Schedule::new(func.clone()).unwrap();
+    assert!(auto::gpu_sparse(&mut sch).unwrap());
+    let text = sch.text();
+    assert!(!text.contains("fuse(") && text.contains("atomic = true"), "{text}");
+    let printed = sparsec::ir::text::print_func(&auto::gpu_schedule(&func, 128).unwrap());
+    assert!(printed.contains("cache_accumulate") || printed.contains("C_local_add"), "{printed}");
+    assert!(printed.contains("atomic_add(C[Row[vs] * feat_size") && printed.contains("threadIdx.y(4)"), "{printed}");
+}
+
 #[test]
 fn zero_threads_is_an_error() {
     let func = common::workload("csrmm");

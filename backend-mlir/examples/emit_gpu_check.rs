@@ -2,7 +2,8 @@
 //! folder, for `scripts/gpu-check` on a GPU machine: `<workload>_<variant>.<chip>.ptx` and
 //! `<workload>_<variant>.json`. Variants: `auto` (the default GPU schedule, `--auto gpu`) and
 //! `hand` (a simple hand schedule: csrmm one row per block and 32 feature threads, sddmm
-//! fused nonzeros over blocks of 32 threads).
+//! fused nonzeros over blocks of 32 threads), and `csrmm_segments_auto`
+//! (`examples/csrmm_segments.sptir` under `--auto gpu`: rows cut into segments).
 //! `cargo run -p sparsec-backend-mlir --example emit_gpu_check -- OUT_DIR`
 
 use sparsec_backend_mlir::{emit_ptx, gpu_plan};
@@ -17,7 +18,11 @@ fn loops(sch: &mut Schedule, block: &str) -> Result<Vec<LoopRv>> {
 }
 
 fn workload(name: &str) -> Result<Func> {
-    let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
+    program(&format!("tests/workloads/{name}.sptir"))
+}
+
+fn program(rel: &str) -> Result<Func> {
+    let path = format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path)?;
     Ok(sparsec_ir::text::parse_func(&path, &text)?)
 }
@@ -61,6 +66,7 @@ fn main() -> Result<()> {
         ("sddmm_auto", auto::gpu_schedule(&workload("sddmm")?, 128)?),
         ("csrmm_hand", csrmm_hand()?),
         ("sddmm_hand", sddmm_hand()?),
+        ("csrmm_segments_auto", auto::gpu_schedule(&program("examples/csrmm_segments.sptir")?, 128)?),
     ];
     for (name, f) in variants {
         if f.stage != Stage::III {

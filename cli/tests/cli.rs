@@ -278,8 +278,12 @@ fn auto_schedules_print_and_run() {
     let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "gpu", "--stage", "3"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    // SpMM's shape: rows on blocks, features on the lanes of a warp, C in a register.
-    assert!(out.contains("for i in blockIdx.x(m)") && out.contains("threadIdx.x(32)") && out.contains("C_local"), "{out}");
+    // SpMM's shape: rows on the warps of blocks (4 per block), features on the lanes of a
+    // warp, C in a register.
+    assert!(
+        out.contains("for i_0 in blockIdx.x((m + 3) // 4)") && out.contains("threadIdx.y(4)") && out.contains("threadIdx.x(32)") && out.contains("C_local"),
+        "{out}"
+    );
     let o = sparsec(&["lower", "examples/csrmm.sptir", "--auto", "cpu", "--stage", "3"]);
     // Rows in chunks balanced by nonzeros, run in parallel.
     let out = stdout(&o);

@@ -127,6 +127,65 @@ fn mul(what: &'static str, a: usize, b: usize) -> Result<usize, ComposeError> {
     })
 }
 
+/// A CSR matrix's rows cut into *segments* of at most `max_len` consecutive entries: segment
+/// `s` holds entries `seg_ptr[s] .. seg_ptr[s + 1]` of the CSR arrays (which it shares, in
+/// their order) and belongs to row `seg_row[s]`. A row of `len` entries has `ceil(len /
+/// max_len)` segments, an empty row none. A GPU warp per segment then never walks more than
+/// `max_len` entries, however skewed the rows (`examples/csrmm_segments.sptir`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowSegments<I> {
+    max_len: usize,
+    seg_ptr: Vec<I>,
+    seg_row: Vec<I>,
+}
+
+impl<I: Index> RowSegments<I> {
+    /// The segments of `a` with at most `max_len` (> 0) entries each.
+    pub fn from_csr<V: Value>(a: &Csr<I, V>, max_len: usize) -> Result<Self, ComposeError> {
+        if max_len == 0 {
+            return Err(bad("max_len", max_len, "must be positive"));
+        }
+        let indptr = a.indptr();
+        let mut seg_ptr = vec![I::ZERO];
+        let mut seg_row = Vec::new();
+        for r in 0..a.shape().0 {
+            let (lo, hi) = (indptr[r].ix(), indptr[r + 1].ix());
+            let mut at = lo;
+            while at < hi {
+                at = (at + max_len).min(hi);
+                seg_ptr.push(fit("segment end", at)?);
+                seg_row.push(fit("row", r)?);
+            }
+        }
+        Ok(RowSegments { max_len, seg_ptr, seg_row })
+    }
+
+    /// The most entries of a segment.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Number of segments.
+    pub fn len(&self) -> usize {
+        self.seg_row.len()
+    }
+
+    /// Whether there is no segment (the matrix has no entry).
+    pub fn is_empty(&self) -> bool {
+        self.seg_row.is_empty()
+    }
+
+    /// Segment pointer into the CSR arrays (`len() + 1` entries).
+    pub fn seg_ptr(&self) -> &[I] {
+        &self.seg_ptr
+    }
+
+    /// Row of each segment.
+    pub fn seg_row(&self) -> &[I] {
+        &self.seg_row
+    }
+}
+
 /// Checks that every row of `a` is strictly ascending (sorted, no duplicates); reports the
 /// first violation.
 pub fn check_canonical<I: Index, V: Value>(a: &Csr<I, V>) -> Result<(), ComposeError> {

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use sparsec_formats::compose::{
     check_canonical, condense, insum_group_size, max_row_length, pad_rows_to_multiple, prune_to_nm,
-    row_degree_histogram, to_ell_k, BlockGroupCoo, GroupCoo, Hyb, NmMatrix, PaddedBsr,
+    row_degree_histogram, to_ell_k, BlockGroupCoo, GroupCoo, Hyb, NmMatrix, PaddedBsr, RowSegments,
 };
 use sparsec_formats::{
     gen, mtx, shared_matrices, ComposeError, Csr, Index, ValidateOptions, Value,
@@ -289,6 +289,37 @@ fn helpers() {
     assert_eq!(insum_group_size(100, 1), 8); // sqrt 100 = 10 -> 8
     assert_eq!(insum_group_size(1, 1), 1);
     assert!(check_canonical(&a).is_ok());
+}
+
+#[test]
+fn row_segments_layout() {
+    let a = tiny();
+    let s = RowSegments::from_csr(&a, 2).unwrap();
+    // Row 0 (5 entries) in three segments, row 1 in none, rows 2 and 3 in one each.
+    assert_eq!(s.seg_ptr(), &[0, 2, 4, 5, 6, 8]);
+    assert_eq!(s.seg_row(), &[0, 0, 0, 2, 3]);
+    assert_eq!((s.len(), s.max_len()), (5, 2));
+    let whole = RowSegments::from_csr(&a, 8).unwrap();
+    assert_eq!(whole.seg_ptr(), &[0, 5, 6, 8]);
+    assert_eq!(whole.seg_row(), &[0, 2, 3]);
+    assert!(matches!(RowSegments::from_csr(&a, 0), Err(ComposeError::InvalidParameter { name: "max_len", .. })));
+}
+
+#[test]
+fn row_segments_cover_every_entry_once_in_order() {
+    for (name, path) in shared_matrices() {
+        let a: Csr<i32, f32> = mtx::read_mtx_path(&path).unwrap();
+        for max_len in [1, 3, 32, 1 << 20] {
+            let s = RowSegments::from_csr(&a, max_len).unwrap();
+            let (ptr, row) = (s.seg_ptr(), s.seg_row());
+            assert_eq!((ptr[0], *ptr.last().unwrap() as usize), (0, a.nnz()), "{name}");
+            for k in 0..s.len() {
+                let (lo, hi, r) = (ptr[k] as usize, ptr[k + 1] as usize, row[k] as usize);
+                assert!(lo < hi && hi - lo <= max_len, "{name}: segment {k}");
+                assert!(a.indptr()[r] as usize <= lo && hi <= a.indptr()[r + 1] as usize, "{name}: segment {k} leaves row {r}");
+            }
+        }
+    }
 }
 
 #[test]

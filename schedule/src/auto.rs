@@ -22,7 +22,10 @@
 //!   parent chain (rows and their nonzeros, a relation and its rows) fused, so one loop
 //!   walks all their positions. An accumulating one is also annotated `atomic`: rows of
 //!   different parents may share an output element, and [`gpu_full`] lowers the annotated
-//!   accumulations to `atomic_add`.
+//!   accumulations to `atomic_add`. An accumulation whose element the child iterator does
+//!   not pick (`C[RowIndices[io], k] += ..`: hyb's buckets, row segments) is annotated
+//!   without fusing: [`gpu`] then gives it SpMM's lanes, each parent summed in registers
+//!   (`cache_accumulate`) and added once per feature.
 //!
 //! * [`spread_atomic`] (after [`gpu`]): a serial loop that only adds atomically is bound to
 //!   `blockIdx.y` (or `blockIdx.x` in an unbound nest), so its iterations spread over cubes.
@@ -86,7 +89,7 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
         spatial_outward(sch, &nest.block)?;
     }
     for nest in nests(sch.func()) {
-        if nest.independent {
+        if nest.independent || nest.atomic {
             // Rows over blocks and features over the lanes of a warp where the nest allows.
             // Several rows per block where every unit then works on its own row alone;
             // otherwise one row per block.
@@ -99,7 +102,7 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
                     break;
                 }
             }
-            if done {
+            if done || !nest.independent {
                 continue;
             }
             let block: BlockRv = sch.get_block(&nest.block)?;
@@ -451,12 +454,19 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
     // 32 resident warps (its block limit), half what it holds. The split's guard makes
     // control flow differ between the warps of a block, so it is kept only where no block
     // of the nest stores what another unit reads (every init joins its accumulation's lanes).
-    if rows_per_block > 1 {
-        let rows = sch.split(row_loop, &[None, Some(rows_per_block)])?;
-        sch.bind(rows[0], ThreadTag::BlockIdxX)?;
-        sch.bind(rows[1], ThreadTag::ThreadIdxY)?;
-    } else {
-        sch.bind(row_loop, ThreadTag::BlockIdxX)?;
+    let bind_rows = |sch: &mut Schedule, row_loop| -> Result<()> {
+        if rows_per_block > 1 {
+            let rows = sch.split(row_loop, &[None, Some(rows_per_block)])?;
+            sch.bind(rows[0], ThreadTag::BlockIdxX)?;
+            sch.bind(rows[1], ThreadTag::ThreadIdxY)
+        } else {
+            sch.bind(row_loop, ThreadTag::BlockIdxX)
+        }
+    };
+    // An atomic nest's rows are bound last, once its writes are atomic (`bind` lets only
+    // commuting writes drive a reduction iterator).
+    if !nest.atomic {
+        bind_rows(sch, row_loop)?;
     }
     let alone: Vec<String> = features.iter().filter(|x| !x.3).map(|x| x.0.clone()).collect();
     for (name, var, _, accumulates) in features {
@@ -505,7 +515,16 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
             for buf in &written[k] {
                 // Only a cache of `COARSEN` elements indexed by the unrolled loop (registers);
                 // otherwise, or where the primitive refuses, the accumulation stays in memory.
-                if let Some(back) = register_cache(sch, COARSEN, |s| s.cache_write(b, buf, sparsec_ir::Scope::Local, lane)) {
+                // In an atomic nest other warps add to the same row: the registers start at
+                // zero and are added back (atomically, once `lower_atomic` runs).
+                let cached = register_cache(sch, COARSEN, |s| {
+                    if nest.atomic {
+                        s.cache_accumulate(b, buf, sparsec_ir::Scope::Local, lane)
+                    } else {
+                        s.cache_write(b, buf, sparsec_ir::Scope::Local, lane)
+                    }
+                });
+                if let Some(back) = cached {
                     unroll_copies(sch, back, per_lane)?;
                 }
             }
@@ -515,6 +534,12 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
                 read_once(sch, &name, nonzero.into());
             }
         }
+    }
+    if nest.atomic {
+        sch.lower_atomic()?;
+        let b = sch.get_block(&nest.block)?;
+        let row_loop = sch.get_loops(b)?[0];
+        bind_rows(sch, row_loop)?;
     }
     Ok(rows_per_block == 1 || alone.iter().all(|n| joined.contains(n)))
 }
@@ -572,18 +597,20 @@ fn vector_or_unroll(sch: &mut Schedule, l: crate::schedule::LoopRv) -> Result<()
 pub fn gpu_sparse(sch: &mut Schedule) -> Result<bool> {
     sch.need_stage_i("auto::gpu_sparse")?;
     let mut annotated = false;
-    // (name, iterator kinds, whether fused points may share an output element)
-    let candidates: Vec<(String, Vec<IterKind>, bool)> = sch
+    // (name, iterator kinds, whether fused points may share an output element, for each
+    // iterator whether some store's indices use it)
+    let candidates: Vec<(String, Vec<IterKind>, bool, Vec<bool>)> = sch
         .func()
         .body
         .iter()
         .filter_map(|s| match &s.kind {
             StmtKind::SpIter(it) => {
                 let kinds = it.iter_kinds()?;
+                let indexed = it.vars.iter().map(|v| stores_index_by(&it.body, *v)).collect();
                 if it.init.is_none() && sparsec_passes::accumulates_only(sch.func(), &it.body) {
-                    Some((it.name.clone(), kinds, true))
+                    Some((it.name.clone(), kinds, true, indexed))
                 } else if writes_own_point(it, &kinds) {
-                    Some((it.name.clone(), kinds, false))
+                    Some((it.name.clone(), kinds, false, indexed))
                 } else {
                     None
                 }
@@ -591,10 +618,20 @@ pub fn gpu_sparse(sch: &mut Schedule) -> Result<bool> {
             _ => None,
         })
         .collect();
-    for (name, kinds, shared) in candidates {
+    for (name, kinds, shared, indexed) in candidates {
         let sp = sch.get_sparse_iteration(&name)?;
         let iters = sch.get_sp_iters(sp)?;
         for k in 1..kinds.len().min(iters.len()) {
+            // A sum over the children of each parent into an element the child does not pick
+            // (`C[RowIndices[io], k] += A[io, jo] * ..`: hyb's buckets, row segments) keeps its
+            // parents apart, with a feature iterator after them: each unit sums its parent's
+            // children in registers and adds once (`auto::gpu`'s atomic nests), rather than
+            // one atomic per child.
+            if shared && k == 1 && kinds.len() > 2 && indexed[0] && !indexed[1] && sch.clone().sparse_fuse(sp, &[iters[0], iters[1]]).is_ok() {
+                sch.annotate(sp, sparsec_passes::ATOMIC_ATTR, AttrValue::Bool(true))?;
+                annotated = true;
+                break;
+            }
             // Atomic accumulation makes any pair safe; otherwise both must be spatial.
             if shared || (kinds[k - 1] == IterKind::Spatial && kinds[k] == IterKind::Spatial) {
                 // Pairs the primitive refuses (not a parent chain from a root) are skipped.
@@ -609,6 +646,17 @@ pub fn gpu_sparse(sch: &mut Schedule) -> Result<bool> {
         }
     }
     Ok(annotated)
+}
+
+/// Whether some store in `body` indexes its buffer with `v`.
+fn stores_index_by(body: &[Stmt], v: VarId) -> bool {
+    let mut hit = false;
+    walk_stmts(body, &mut |s| {
+        if let StmtKind::Store { indices, .. } = &s.kind {
+            hit |= indices.iter().any(|e| e.uses_var(v));
+        }
+    });
+    hit
 }
 
 /// Whether every store of a sparse iteration (init included, nested iterations excluded)
@@ -833,6 +881,9 @@ fn scheduled(func: &Func, apply: impl FnOnce(&mut Schedule) -> Result<()>) -> Re
 struct Nest {
     block: String,
     independent: bool,
+    /// The nest's first block is annotated `atomic` and only accumulates: its outer loop may
+    /// run in parallel too (hyb's buckets, row segments), adding into shared rows atomically.
+    atomic: bool,
     depth: usize,
 }
 
@@ -852,7 +903,11 @@ fn nests(f: &Func) -> Vec<Nest> {
         let firsts = first_blocks(&l.body);
         let Some(first) = firsts.first() else { continue };
         let independent = firsts.iter().all(|b| drives_only_spatial(b, l.var));
-        out.push(Nest { block: first.name.clone(), independent, depth: chain_depth(l) });
+        let atomic = firsts.len() == 1
+            && first.attrs.get(sparsec_passes::ATOMIC_ATTR) == Some(&AttrValue::Bool(true))
+            && first.init.is_none()
+            && sparsec_passes::accumulates_only(f, &first.body);
+        out.push(Nest { block: first.name.clone(), independent, atomic, depth: chain_depth(l) });
     }
     out
 }

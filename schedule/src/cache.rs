@@ -268,9 +268,9 @@ fn overwrites_point(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim], lane: Optio
 /// Accesses to one buffer inside a body: as written (`reads`, `writes`) and with the
 /// variables of blocks inside the body replaced by their bindings (`*_at_site`).
 #[derive(Default)]
-struct Uses {
-    reads: Vec<Vec<Expr>>,
-    writes: Vec<Vec<Expr>>,
+pub(crate) struct Uses {
+    pub(crate) reads: Vec<Vec<Expr>>,
+    pub(crate) writes: Vec<Vec<Expr>>,
     reads_at_site: Vec<Vec<Expr>>,
     writes_at_site: Vec<Vec<Expr>>,
     atomics: usize,
@@ -282,7 +282,7 @@ struct Uses {
 
 /// The accesses to `b` in `body`, also with the variables of blocks inside it replaced by their
 /// bindings (so an index fixed at the cache site reads as a point there).
-fn uses_of(body: &[Stmt], b: BufferId) -> Uses {
+pub(crate) fn uses_of(body: &[Stmt], b: BufferId) -> Uses {
     let mut u = Uses::default();
     let mut write_conds = Vec::new();
     collect_uses(body, b, &mut std::collections::HashMap::new(), &mut Vec::new(), &mut write_conds, &mut u);
@@ -618,6 +618,7 @@ impl Schedule {
         buffer: &str,
         at: CacheAt,
         written_only_here: bool,
+        owned_write_back: bool,
     ) -> Result<CachePlan> {
         self.need_loop_stage(primitive)?;
         let site = self.cache_site(g, at)?;
@@ -670,7 +671,7 @@ impl Schedule {
             return Err((**e).clone());
         }
         let guard = Self::conditions(g, buf, &dims, &uses, &all, !written_only_here, &vars, &bufs, guard)?;
-        if written_only_here {
+        if written_only_here && owned_write_back {
             Self::check_owned_write_back(g, &site, buf, &dims)?;
         }
         Ok(CachePlan { site, start, buf, dims, guard })
@@ -885,7 +886,7 @@ impl Schedule {
         Ok(())
     }
 
-    fn block_name(&self, g: &Func, rv: u32) -> String {
+    pub(crate) fn block_name(&self, g: &Func, rv: u32) -> String {
         match self.block_path(g, rv).ok().and_then(|p| tree::get(&g.body, &p).cloned()) {
             Some(Stmt { kind: StmtKind::Block(b), .. }) => b.name,
             _ => format!("#{rv}"),

@@ -79,6 +79,19 @@ pub enum ScheduleError {
         /// The block.
         block: String,
     },
+    /// `cache_accumulate` of a buffer that the body does more with than the block's sums.
+    #[error(
+        "cache_accumulate of `{buffer}` for block `{block}`: {reason}; only a block that adds to the buffer \
+         (`X[i] = X[i] + e`, no init), alone in the cached body, can sum into a zeroed cache"
+    )]
+    NotAnAccumulation {
+        /// The buffer.
+        buffer: String,
+        /// The block.
+        block: String,
+        /// What else happens.
+        reason: String,
+    },
     /// Another buffer over the same parameter is accessed in the cached body.
     #[error("buffer `{buffer}` cannot be cached: `{other}` aliases it there")]
     AliasedBuffer {

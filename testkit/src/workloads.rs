@@ -120,6 +120,36 @@ pub fn csrmm_args(m: &Mat, b: Vec<f32>, feat: usize, fill: f32) -> Args {
     args
 }
 
+/// A run of `examples/csrmm_segments.sptir`: `m` cut into segments of at most `max_len`
+/// entries (`formats::compose::RowSegments`), a random `b` of `feat` columns, `c` filled with
+/// the sentinel, and `c = A · B` summed row by row from the CSR arrays.
+pub fn segments_case(m: &Mat, rng: &mut Rng, feat: usize, max_len: usize) -> Case {
+    let csr = sparsec::formats::Csr::<i64, f32>::try_new(
+        m.rows,
+        m.cols,
+        m.indptr.iter().map(|&x| x as i64).collect(),
+        m.indices.iter().map(|&x| x as i64).collect(),
+        m.vals.clone(),
+    )
+    .expect("a testkit matrix is a valid CSR");
+    let segs = sparsec::formats::compose::RowSegments::from_csr(&csr, max_len).expect("max_len > 0");
+    let b = rng.vec(m.cols * feat);
+    let mut c = vec![0f32; m.rows * feat];
+    for i in 0..m.rows {
+        for p in m.indptr[i]..m.indptr[i + 1] {
+            for k in 0..feat {
+                c[i * feat + k] += m.vals[p] * b[m.indices[p] * feat + k];
+            }
+        }
+    }
+    let mut args = csrmm_args(m, b, feat, 7.0);
+    args.arrays.shift_remove("indptr");
+    let usizes = |v: &[i64]| v.iter().map(|&x| x as usize).collect::<Vec<_>>();
+    args.array("seg_ptr", i32s(&usizes(segs.seg_ptr()))).array("seg_row", i32s(&usizes(segs.seg_row())));
+    args.int("nseg", segs.len() as i64);
+    Case { args, expected: vec![("c", c)] }
+}
+
 /// Arguments of `examples/spmv.sptir` on `m` with input vector `x` (`cols` long) and the
 /// output `y` filled with `fill`.
 pub fn spmv_args(m: &Mat, x: Vec<f32>, fill: f32) -> Args {

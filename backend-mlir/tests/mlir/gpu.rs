@@ -424,3 +424,46 @@ fn hyb_has_no_single_thread_kernel() {
         }
     }
 }
+
+/// `examples/csrmm_segments.sptir` (rows cut into segments) under the default GPU schedule.
+fn segments_gpu() -> sparsec_ir::Func {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/csrmm_segments.sptir");
+    let f = sparsec_ir::text::parse_func(path, &std::fs::read_to_string(path).unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    sparsec_schedule::auto::gpu_schedule(&f, 128).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Row segments under `--auto gpu`: a warp per segment sums its entries in registers (FMAs,
+/// no global store or atomic in the multiply loop) and adds them to C with one atomic per
+/// feature; emulated, it equals the product on every shared and generated matrix, with
+/// segments of one entry, of a few, and whole rows.
+#[test]
+fn row_segments_sum_in_registers_and_add_once_per_segment() {
+    let f = segments_gpu();
+    let ptx = emit_ptx(&f, "sm_90").unwrap();
+    let stats: Vec<sparsec_nvidia::LoopStats> =
+        sparsec_testkit::nvidia::innermost_loops(&ptx).iter().map(|l| sparsec_nvidia::LoopStats::of(l)).collect();
+    let multiplying: Vec<_> = stats.iter().filter(|s| s.fmas > 0).collect();
+    assert!(!multiplying.is_empty(), "{ptx}");
+    for s in &multiplying {
+        assert_eq!((s.global_stores, s.atomics), (0, 0), "{s:?}\n{ptx}");
+    }
+    assert!(ptx.contains("atom.global.add.f32") || ptx.contains("red.global.add.f32"), "{ptx}");
+    for r in ptxas("csrmm_segments", &ptx, "sm_90") {
+        assert_eq!((r.spills, r.stack), (0, 0), "{r:?}");
+    }
+    let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
+    let kernel = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).unwrap();
+    let matrices = sparsec_testkit::shared_matrices().into_iter().chain(sparsec_testkit::generated_matrices());
+    for (mname, m) in matrices {
+        for (max_len, feat) in [(1, 4), (7, 32), (1 << 20, 130)] {
+            if m.nnz() * feat > 4_000_000 && max_len != 7 {
+                continue;
+            }
+            let case = sparsec_testkit::workloads::segments_case(&m, &mut sparsec_testkit::Rng::new(3), feat, max_len);
+            let mut out = case.args.clone();
+            kernel.run(&mut out).unwrap_or_else(|e| panic!("segments of {max_len} on {mname}: {e}"));
+            let got = sparsec_testkit::output_f32(&out, "c");
+            sparsec_testkit::assert_close(&format!("segments of {max_len}, feat {feat}, on {mname}"), &got, &case.expected[0].1, 1e-4);
+        }
+    }
+}

@@ -135,6 +135,7 @@ primitives! {
     unroll: Unroll,
     cache_read: CacheRead,
     cache_write: CacheWrite,
+    cache_accumulate: CacheAccumulate,
     set_scope: SetScope,
     annotate: Annotate,
     unannotate: Unannotate,
