@@ -51,6 +51,51 @@ pub enum DriverError {
     },
 }
 
+/// Where rows vary, the GPU default SpMM is run over row segments
+/// (`schedule::auto::gpu_row_segments`, docs/gpu-estimate.md "Row segments"): for a
+/// csrmm-style `func` (buffer `A` over axes `I`, `J`, `J` sparse-variable) whose row pointer
+/// and column indices `args` already holds, returns the function decomposed with
+/// `passes::row_segments_rule`, with the segments bound into `args`, and the segment length.
+/// `None` (and `args` untouched) where the rows are regular or the program is not of that
+/// shape.
+pub fn gpu_row_segments(func: &Func, args: &mut sparsec_ir::data::Args) -> Option<(Func, usize)> {
+    use sparsec_ir::data::Array;
+    let a = func.buffer_by_name("A")?;
+    let sparsec_ir::Layout::Sparse(axes) = &func.buffers[a].layout else { return None };
+    let [_, j] = axes.as_slice() else { return None };
+    let axis = &func.axes[*j];
+    let (Some(indptr), Some(indices)) = (axis.indptr, axis.indices) else { return None };
+    let name = |p: sparsec_ir::ParamId| func.params[p].name.clone();
+    let ints = |arr: Option<&Array>| -> Option<Vec<i64>> {
+        match arr? {
+            Array::I32(v) => Some(v.iter().map(|&x| x as i64).collect()),
+            Array::I64(v) => Some(v.clone()),
+            _ => None,
+        }
+    };
+    let ptr = ints(args.arrays.get(&name(indptr)))?;
+    let cols = ints(args.arrays.get(&name(indices)))?;
+    let len = sparsec_schedule::auto::gpu_row_segments(ptr.windows(2).map(|w| (w[1] - w[0]).max(0) as usize))?;
+    let rule = sparsec_passes::row_segments_rule().ok()?;
+    let g = sparsec_passes::decompose_format(func, &[rule]).ok()?;
+    // The program's column count (J's length), which the decomposition's guards compare with.
+    let n = match &axis.length {
+        sparsec_ir::Expr::Var(v) => match args.scalars.get(&func.vars[*v].name)? {
+            sparsec_ir::data::Scalar::Int(x) => usize::try_from(*x).ok()?,
+            _ => return None,
+        },
+        sparsec_ir::Expr::Int(x, _) => usize::try_from(*x).ok()?,
+        _ => return None,
+    };
+    let nnz = cols.len();
+    let csr = sparsec_formats::Csr::<i64, f32>::try_new(ptr.len().saturating_sub(1), n, ptr, cols, vec![0.0; nnz]).ok()?;
+    let segs = sparsec_formats::compose::RowSegments::from_csr(&csr, len).ok()?;
+    let mut bound = args.clone();
+    sparsec_formats::bind_row_segments(&mut bound, &csr, &segs).ok()?;
+    *args = bound;
+    Some((g, len))
+}
+
 /// Arguments refused before compiled code runs ([`check_compiled_args`]), rendered with
 /// `file:line:col` where they concern a statement.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,7 @@
-//! The hyb example end to end: csrmm decomposed into hyb (`examples/hyb.sptir`), scheduled for
+//! Format decompositions for the GPU, end to end. Row segments: csrmm decomposed with
+//! `passes::row_segments_rule`, bound with `formats::bind_row_segments`, under `--auto gpu`
+//! (a warp per segment, register sums added atomically), computes csrmm; the selector
+//! (`auto::gpu_row_segments`) picks segments where rows vary. The hyb example end to end: csrmm decomposed into hyb (`examples/hyb.sptir`), scheduled for
 //! a GPU (`examples/hyb.trace.json`: one ELL row per block, features across threads, atomic
 //! accumulation, the bucket kernels fused into one launch) and lowered — the numbers stay
 //! those of plain csrmm. The committed example files are golden: regenerate them with
@@ -88,4 +91,60 @@ fn hyb_binding_refuses_coordinates_beyond_i32() {
     let mut args = sparsec::ir::data::Args::new();
     let e = sparsec::formats::bind_hyb(&mut args, &hyb).expect_err("wrapped to i32");
     assert!(e.to_string().contains("i32"), "{e}");
+}
+
+/// csrmm decomposed into row segments of 1, 7 and 32 entries computes csrmm at Stage I and
+/// under the GPU default (segments over warps, register sums added to C atomically), on
+/// every shared and generated matrix.
+#[test]
+fn row_segments_compute_csrmm() {
+    let csrmm = common::workload("csrmm");
+    let g = sparsec::passes::decompose_format(&csrmm, &[sparsec::passes::row_segments_rule().unwrap()]).unwrap();
+    let auto = sparsec::schedule::auto::gpu_schedule(&g, 128).unwrap();
+    let printed = print_func(&auto);
+    assert!(printed.contains("C_local_add") && printed.contains("atomic_add(C[") && printed.contains("threadIdx.y(4)"), "{printed}");
+    let mut ran = 0;
+    for (name, m) in common::all_matrices() {
+        let csr = sparsec::formats::Csr::<i64, f64>::try_new(
+            m.rows,
+            m.cols,
+            m.indptr.iter().map(|&x| x as i64).collect(),
+            m.indices.iter().map(|&x| x as i64).collect(),
+            m.vals.iter().map(|&v| v as f64).collect(),
+        )
+        .unwrap();
+        let Some(case) = common::workloads::case("csrmm", &m, &mut common::Rng::new(11)) else { continue };
+        let want = common::output_f32(&sparsec::interp::run(&csrmm, &case.args).unwrap(), "c");
+        for max_len in [1, 7, 32] {
+            let segs = sparsec::formats::compose::RowSegments::from_csr(&csr, max_len).unwrap();
+            let mut args = case.args.clone();
+            sparsec::formats::bind_row_segments(&mut args, &csr, &segs).unwrap();
+            for (what, f) in [("stage I", &g), ("auto gpu", &auto)] {
+                let got = sparsec::interp::run(f, &args).unwrap_or_else(|e| panic!("{name} ({what}, {max_len}): {e}"));
+                common::assert_close(&format!("segments of {max_len} ({what}) on {name}"), &common::output_f32(&got, "c"), &want, 1e-5);
+            }
+        }
+        ran += 1;
+    }
+    assert!(ran >= 14, "ran on {ran} matrices");
+}
+
+/// The selector picks segments exactly for the shared matrices whose rows vary (those where
+/// they won on an H100: bcsstk13, ca-CondMat, citeseer, cora) and one warp per row for the
+/// regular ones (cryg2500, dnn-n1024-l1, dwt_992).
+#[test]
+fn the_selector_picks_segments_where_rows_vary() {
+    let mut picked = Vec::new();
+    for (name, m) in common::shared_matrices() {
+        let lens = (0..m.rows).map(|i| m.indptr[i + 1] - m.indptr[i]);
+        if let Some(len) = sparsec::schedule::auto::gpu_row_segments(lens) {
+            assert_eq!(len, sparsec::schedule::auto::SEGMENT_LEN);
+            picked.push(name);
+        }
+    }
+    picked.sort();
+    assert_eq!(picked, ["bcsstk13", "ca-CondMat", "citeseer", "cora"]);
+    assert_eq!(sparsec::schedule::auto::gpu_row_segments([]), None);
+    assert_eq!(sparsec::schedule::auto::gpu_row_segments([5, 5, 5]), None);
+    assert_eq!(sparsec::schedule::auto::gpu_row_segments([1, 1, 1, 100]), Some(32));
 }

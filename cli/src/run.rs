@@ -90,12 +90,19 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         return Err("--checked checks the generated code: it needs Stage III".into());
     }
     let spec = RunSpec { inputs: a.inputs, scalars: a.scalars, block: a.block, seed: a.seed, ..matrix_spec(a.matrices, a.feat) };
-    let args = driver::bind_run(func, &spec)?;
+    let mut args = driver::bind_run(func, &spec)?;
     // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
     // would run in a single unit.
     let gpu = matches!(a.backend, Backend::CubeclWgpu | Backend::CubeclCuda);
     let auto = a.auto.or(gpu.then_some(Auto::Gpu));
     let trace = a.schedule.as_deref().map(driver::read_trace).transpose()?;
+    // On a GPU backend the default SpMM runs over row segments where the rows vary.
+    let segmented = match (gpu, auto, &trace) {
+        (true, Some(Auto::Gpu), None) => driver::gpu_row_segments(func, &mut args),
+        _ => None,
+    };
+    let stage1 = func;
+    let func = segmented.as_ref().map_or(func, |(g, _)| g);
     let stages = match backends::plan(trace, auto) {
         // Only as far as the stage run: a Stage-I run needs no lowering.
         driver::Plan::Plain => vec![driver::lower(func, stage)?],
@@ -111,19 +118,23 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;
     }
-    for b in driver::written_buffers(func) {
-        let buf = &func.buffers[b];
+    // The program's own outputs (not what a decomposition's preprocess writes).
+    for b in driver::written_buffers(stage1) {
+        let buf = &stage1.buffers[b];
         let sparsec::ir::Storage::Param(p) = buf.storage else { continue };
-        let Some(array) = out.arrays.get(&func.params[p].name) else { continue };
+        let Some(array) = out.arrays.get(&stage1.params[p].name) else { continue };
         let (sum, norm) = checksum(array);
         writeln!(out_text, "{:<12} {:>10} elements  sum {:+.6e}  l2 {:.6e}", buf.name, array.len(), sum, norm)?;
         if let Some(dir) = &a.output {
-            let shape = dense_shape(func, b, &out).unwrap_or_else(|| vec![array.len() as u64]);
+            let shape = dense_shape(stage1, b, &out).unwrap_or_else(|| vec![array.len() as u64]);
             sparsec::npy::write(&dir.join(format!("{}.npy", buf.name)), array, &shape)?;
         }
     }
     let backend = backend_name(a.backend);
     writeln!(out_text, "stage {} on {backend}: {:.3} ms", lowered.stage, elapsed.as_secs_f64() * 1e3)?;
+    if let Some((_, len)) = &segmented {
+        writeln!(out_text, "--auto gpu: the rows of A vary, so they ran as segments of at most {len} entries (docs/gpu-estimate.md)")?;
+    }
     Ok(())
 }
 

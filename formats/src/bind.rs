@@ -702,6 +702,27 @@ pub fn bind_axis_csr<I: Index, V: Value>(
     Ok(b.finish())
 }
 
+/// Binds row segments of `a` (`compose::RowSegments`) to a function decomposed with
+/// `passes::row_segments_rule()` (parameters `a_row_segments`, `seg_ptr_row_segments`,
+/// `seg_row_row_segments`, `indices_row_segments`, `nseg_row_segments`, `n_row_segments`,
+/// `nnz_row_segments`). The segment values start at zero: the decomposed program's preprocess
+/// fills them from the original matrix. Fails when an index does not fit the program's `i32`
+/// coordinates.
+pub fn bind_row_segments<I: Index, V: Value>(
+    args: &mut Args,
+    a: &Csr<I, V>,
+    segs: &crate::compose::RowSegments<I>,
+) -> Result<(), BindError> {
+    let narrow = |what: &str, x: I| i32::try_from(x.to_i64()).map_err(|_| BindError::Overflow { what: what.into(), value: x.to_i64(), dtype: DType::I32 });
+    let i32s = |what: &str, v: &[I]| v.iter().map(|&x| narrow(what, x)).collect::<Result<Vec<i32>, _>>();
+    args.array("a_row_segments", Array::F32(vec![0.0; a.nnz()]))
+        .array("seg_ptr_row_segments", Array::I32(i32s("a segment pointer", segs.seg_ptr())?))
+        .array("seg_row_row_segments", Array::I32(i32s("a segment's row", segs.seg_row())?))
+        .array("indices_row_segments", Array::I32(i32s("a column index", a.indices())?));
+    args.int("nseg_row_segments", segs.len() as i64).int("n_row_segments", a.shape().1 as i64).int("nnz_row_segments", a.nnz() as i64);
+    Ok(())
+}
+
 /// Binds the structure of a hyb matrix to a function decomposed with
 /// `passes::hyb_rules(parts, widths)` (parameters `a_hyb_<p>_<b>`, `row_indices_hyb_<p>_<b>`,
 /// `indices_hyb_<p>_<b>`, `rows_hyb_<p>_<b>`, `n_hyb_<p>_<b>`). The bucket values start at

@@ -58,7 +58,7 @@ pub mod scalar;
 pub mod validate;
 
 pub use bind::{
-    bind_axis_csr, bind_bsr, bind_csr, bind_dense_variable, bind_ell, bind_hyb, BindError, Binder,
+    bind_axis_csr, bind_bsr, bind_csr, bind_dense_variable, bind_ell, bind_hyb, bind_row_segments, BindError, Binder,
 };
 pub use bsr::Bsr;
 pub use compose::ComposeError;

@@ -484,6 +484,30 @@ pub fn hyb_rules(num_col_parts: usize, bucket_widths: &[i64]) -> Result<Vec<Form
     Ok(rules)
 }
 
+/// Row segments (`formats::compose::RowSegments`) for a csrmm-style `A[I, J]`, named
+/// `row_segments`: parameters `a, seg_ptr, seg_row, indices, nseg, n, nnz`;
+/// `IO = dense_fixed(nseg)` enumerates the segments, `JO = sparse_variable(IO, n, nnz,
+/// seg_ptr, indices)` holds each segment's entries (the CSR's column indices, in their order),
+/// `RowIndices = match_sparse_buffer(seg_row, [IO], i32)` the row of each segment. Segments of
+/// one row accumulate into it, so, as for hyb, there is no `idx_map`; the inverse map is
+/// `(io, jo) => (RowIndices[io], jo)`. The GPU default then sums a segment in registers and
+/// adds it once per feature (docs/gpu-estimate.md, "Row segments").
+pub fn row_segments_rule() -> Result<FormatRewriteRule, DecomposeError> {
+    let src = "func row_segments(a: handle, seg_ptr: handle, seg_row: handle, indices: handle, nseg: i32, n: i32, nnz: i32) {\n  \
+               axis IO = dense_fixed(nseg)\n  axis JO = sparse_variable(IO, n, nnz, seg_ptr, indices)\n  \
+               buffer A = match_sparse_buffer(a, [IO, JO], f32)\n  \
+               buffer RowIndices = match_sparse_buffer(seg_row, [IO], i32)\n}\n";
+    ready_rule(
+        "row_segments".into(),
+        src,
+        &["I", "J"],
+        &["IO", "JO"],
+        &[("I", &["IO"]), ("J", &["JO"])],
+        None,
+        "(io, jo) => (RowIndices[io], jo)",
+    )
+}
+
 /// ELL3D with `k` slots per (relation, row) for rgcn_hetero_forward's `A[R, I, J]`, named
 /// `ell3d_<k>`: parameters `a, indptr_i, indices_i, indices_j, num_rels, m, n, nnz_i`;
 /// `RO = dense_fixed(num_rels)`, `IO = sparse_variable(RO, m, nnz_i, indptr_i, indices_i)`

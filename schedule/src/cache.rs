@@ -265,6 +265,18 @@ fn overwrites_point(g: &Func, s: &Stmt, buf: BufferId, dims: &[Dim], lane: Optio
     }
 }
 
+/// Which cache a plan is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CacheKind {
+    /// `cache_read`: copied in, never written.
+    Read,
+    /// `cache_write`: copied in (unless overwritten) and written back; the unit's own region.
+    Write,
+    /// `cache_accumulate`: zeroed, summed into, added back; conditions decided in the body
+    /// only gate the terms.
+    Accumulate,
+}
+
 /// Accesses to one buffer inside a body: as written (`reads`, `writes`) and with the
 /// variables of blocks inside the body replaced by their bindings (`*_at_site`).
 #[derive(Default)]
@@ -617,9 +629,9 @@ impl Schedule {
         block: BlockRv,
         buffer: &str,
         at: CacheAt,
-        written_only_here: bool,
-        owned_write_back: bool,
+        kind: CacheKind,
     ) -> Result<CachePlan> {
+        let written_only_here = kind != CacheKind::Read;
         self.need_loop_stage(primitive)?;
         let site = self.cache_site(g, at)?;
         let block_path = self.block_path(g, block.0)?;
@@ -670,8 +682,8 @@ impl Schedule {
         if let Some(Dim::Ragged(e)) = dims.iter().find(|d| matches!(d, Dim::Ragged(_))) {
             return Err((**e).clone());
         }
-        let guard = Self::conditions(g, buf, &dims, &uses, &all, !written_only_here, &vars, &bufs, guard)?;
-        if written_only_here && owned_write_back {
+        let guard = Self::conditions(g, buf, &dims, &uses, &all, kind, &vars, &bufs, guard)?;
+        if kind == CacheKind::Write {
             Self::check_owned_write_back(g, &site, buf, &dims)?;
         }
         Ok(CachePlan { site, start, buf, dims, guard })
@@ -787,11 +799,12 @@ impl Schedule {
         dims: &[Dim],
         uses: &Uses,
         all: &[Vec<Expr>],
-        read_only: bool,
+        kind: CacheKind,
         vars: &HashSet<VarId>,
         bufs: &HashSet<BufferId>,
         guard: Option<Expr>,
     ) -> Result<Option<Expr>> {
+        let read_only = kind == CacheKind::Read;
         let Some(point) = dims.iter().position(|d| !matches!(d, Dim::Whole(_))) else { return Ok(guard) };
         let named: HashSet<VarId> = all.iter().flatten().flat_map(crate::reduction::vars_of).collect();
         let domain_only = |c: &Expr| {
@@ -802,8 +815,22 @@ impl Schedule {
                     !named.contains(v) && *c == Expr::binary(BinOp::Lt, binding.clone(), extent.clone())
                 })
         };
-        let conds: Vec<Vec<Expr>> =
+        // A free dimension's loop may appear in a condition: the copies test it per element.
+        let free = free_of_strides(vars, dims);
+        let mut conds: Vec<Vec<Expr>> =
             uses.conds.iter().map(|cs| cs.iter().filter(|c| !domain_only(c)).map(|c| canonical(dims, c)).collect()).collect();
+        if kind == CacheKind::Accumulate {
+            // What the body decides only says whether a term is added (the cache starts at
+            // zero): the copies keep the conjuncts fixed at the site, such as a row's bound.
+            for cs in &mut conds {
+                let mut kept = Vec::new();
+                for c in cs.drain(..) {
+                    conjuncts(c, &mut kept);
+                }
+                kept.retain(|c| !depends_on(c, &free, bufs));
+                *cs = kept;
+            }
+        }
         let first = &conds[0];
         if first.is_empty() && conds.iter().all(Vec::is_empty) {
             return Ok(guard);
@@ -813,8 +840,6 @@ impl Schedule {
         if read_only && conds.iter().any(Vec::is_empty) {
             return Ok(guard);
         }
-        // A condition may name a strided dimension's loop: the copies test it per element.
-        let free = free_of_strides(vars, dims);
         if conds.iter().any(|c| c != first) || first.iter().any(|c| depends_on(c, &free, bufs)) {
             return Err(ScheduleError::UncacheableRegion {
                 buffer: g.buffers[buf].name.clone(),

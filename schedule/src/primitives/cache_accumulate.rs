@@ -59,7 +59,7 @@ impl Schedule {
         let at = at.into();
         let mut g = self.func.clone();
         let crate::cache::CachePlan { site, start, buf, dims, guard } =
-            self.cache_plan(&g, "cache_accumulate", block, buffer, at, true, false)?;
+            self.cache_plan(&g, "cache_accumulate", block, buffer, at, crate::cache::CacheKind::Accumulate)?;
         let refuse = |reason: &str| ScheduleError::NotAnAccumulation {
             buffer: buffer.to_string(),
             block: self.block_name(&g, block.0),

@@ -48,7 +48,7 @@ impl Schedule {
     pub fn cache_read(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
-        let crate::cache::CachePlan { site, start, buf, dims, guard } = self.cache_plan(&g, "cache_read", block, buffer, at, false, false)?;
+        let crate::cache::CachePlan { site, start, buf, dims, guard } = self.cache_plan(&g, "cache_read", block, buffer, at, crate::cache::CacheKind::Read)?;
         let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
         let name = Self::unique_block_name(&g, &format!("{}_{}", g.buffers[buf].name, scope.name()));
         let mut fresh = Fresh::at(&g, &site);

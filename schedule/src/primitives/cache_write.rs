@@ -47,7 +47,7 @@ impl Schedule {
     pub fn cache_write(&mut self, block: BlockRv, buffer: &str, scope: Scope, at: impl Into<CacheAt>) -> Result<BlockRv> {
         let at = at.into();
         let mut g = self.func.clone();
-        let crate::cache::CachePlan { site, start, buf, dims, guard } = self.cache_plan(&g, "cache_write", block, buffer, at, true, true)?;
+        let crate::cache::CachePlan { site, start, buf, dims, guard } = self.cache_plan(&g, "cache_write", block, buffer, at, crate::cache::CacheKind::Write)?;
         let cache = Self::add_cache_buffer(&mut g, buf, scope, &dims);
         let base = format!("{}_{}", g.buffers[buf].name, scope.name());
         let load_name = Self::unique_block_name(&g, &base);
