@@ -53,14 +53,7 @@ fn the_scheduled_hyb_program_computes_csrmm() {
     let csrmm = common::workload("csrmm");
     let mut ran = 0;
     for (name, m) in common::all_matrices() {
-        let csr = sparsec::formats::Csr::<i64, f64>::try_new(
-            m.rows,
-            m.cols,
-            m.indptr.iter().map(|&x| x as i64).collect(),
-            m.indices.iter().map(|&x| x as i64).collect(),
-            m.vals.iter().map(|&v| v as f64).collect(),
-        )
-        .unwrap();
+        let csr = m.to_csr();
         let hyb = Hyb::from_csr(&csr, 1, 3).unwrap();
         let widths: Vec<i64> = hyb.bucket_widths().iter().map(|&w| w as i64).collect();
         let sch = schedule(decomposed(&widths), widths.len());
@@ -105,14 +98,7 @@ fn row_segments_compute_csrmm() {
     assert!(printed.contains("C_local_add") && printed.contains("atomic_add(C[") && printed.contains("threadIdx.y(4)"), "{printed}");
     let mut ran = 0;
     for (name, m) in common::all_matrices() {
-        let csr = sparsec::formats::Csr::<i64, f64>::try_new(
-            m.rows,
-            m.cols,
-            m.indptr.iter().map(|&x| x as i64).collect(),
-            m.indices.iter().map(|&x| x as i64).collect(),
-            m.vals.iter().map(|&v| v as f64).collect(),
-        )
-        .unwrap();
+        let csr = m.to_csr();
         let Some(case) = common::workloads::case("csrmm", &m, &mut common::Rng::new(11)) else { continue };
         let want = common::output_f32(&sparsec::interp::run(&csrmm, &case.args).unwrap(), "c");
         for max_len in [1, 7, 32] {

@@ -167,6 +167,20 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], rtol: f32) {
 
 type FCsr = sparsec::formats::Csr<i64, f64>;
 
+impl Mat {
+    /// The matrix as the formats crate's CSR (i64 indices, f64 values), for its conversions.
+    pub fn to_csr(&self) -> FCsr {
+        FCsr::try_new(
+            self.rows,
+            self.cols,
+            self.indptr.iter().map(|&x| x as i64).collect(),
+            self.indices.iter().map(|&x| x as i64).collect(),
+            self.vals.iter().map(|&v| v as f64).collect(),
+        )
+        .expect("a testkit matrix is a valid CSR")
+    }
+}
+
 fn from_formats(csr: &FCsr) -> Mat {
     Mat {
         rows: csr.rows(),

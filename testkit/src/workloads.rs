@@ -124,14 +124,7 @@ pub fn csrmm_args(m: &Mat, b: Vec<f32>, feat: usize, fill: f32) -> Args {
 /// entries (`formats::compose::RowSegments`), a random `b` of `feat` columns, `c` filled with
 /// the sentinel, and `c = A · B` summed row by row from the CSR arrays.
 pub fn segments_case(m: &Mat, rng: &mut Rng, feat: usize, max_len: usize) -> Case {
-    let csr = sparsec::formats::Csr::<i64, f32>::try_new(
-        m.rows,
-        m.cols,
-        m.indptr.iter().map(|&x| x as i64).collect(),
-        m.indices.iter().map(|&x| x as i64).collect(),
-        m.vals.clone(),
-    )
-    .expect("a testkit matrix is a valid CSR");
+    let csr = m.to_csr();
     let segs = sparsec::formats::compose::RowSegments::from_csr(&csr, max_len).expect("max_len > 0");
     let b = rng.vec(m.cols * feat);
     let mut c = vec![0f32; m.rows * feat];

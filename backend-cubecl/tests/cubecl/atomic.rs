@@ -12,14 +12,7 @@ fn hyb_with_atomic_adds_computes_csrmm() {
     let client = client();
     let mut ran = 0;
     for (name, m) in tk::all_matrices() {
-        let csr = sparsec::formats::Csr::<i64, f64>::try_new(
-            m.rows,
-            m.cols,
-            m.indptr.iter().map(|&x| x as i64).collect(),
-            m.indices.iter().map(|&x| x as i64).collect(),
-            m.vals.iter().map(|&v| v as f64).collect(),
-        )
-        .unwrap();
+        let csr = m.to_csr();
         let hyb = Hyb::from_csr(&csr, 1, 3).unwrap();
         let widths: Vec<i64> = hyb.bucket_widths().iter().map(|&w| w as i64).collect();
         let g = decomposed(&widths);
