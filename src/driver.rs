@@ -90,9 +90,7 @@ pub fn gpu_row_segments(func: &Func, args: &mut sparsec_ir::data::Args) -> Optio
     let nnz = cols.len();
     let csr = sparsec_formats::Csr::<i64, f32>::try_new(ptr.len().saturating_sub(1), n, ptr, cols, vec![0.0; nnz]).ok()?;
     let segs = sparsec_formats::compose::RowSegments::from_csr(&csr, len).ok()?;
-    let mut bound = args.clone();
-    sparsec_formats::bind_row_segments(&mut bound, &csr, &segs).ok()?;
-    *args = bound;
+    sparsec_formats::bind_row_segments(args, &csr, &segs).ok()?;
     Some((g, len))
 }
 

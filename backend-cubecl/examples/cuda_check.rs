@@ -37,32 +37,22 @@ fn main() {
     std::process::exit(i32::from(failures > 0));
 }
 
+/// The fuzz runner the wgpu tests use, on any client.
+#[cfg(feature = "cuda")]
+#[path = "../tests/cubecl/runner.rs"]
+mod runner;
+
 #[cfg(feature = "cuda")]
 mod cuda {
+    use super::runner::{runner, REFUSALS};
     use cubecl::client::Client;
-    use sparsec_backend_cubecl::{compile, CompiledProgram, CubeclError};
+    use sparsec_backend_cubecl::{compile, CompiledProgram};
     use sparsec_ir::data::{Args, Array, Scalar};
     use sparsec_ir::Func;
     use sparsec_testkit as tk;
-    use sparsec_testkit::fuzz::{generate_with, run_as_cli, to_reproducer, GenOptions, Outcome, Runner};
+    use sparsec_testkit::fuzz::{generate_with, to_reproducer, GenOptions, Outcome};
     use std::fmt::Write;
     use std::time::Instant;
-
-    /// Whether `got` is within `rtol` of `want` by `tk::assert_close`'s rule; the first
-    /// differing element otherwise.
-    fn close(got: &[f32], want: &[f32], rtol: f32) -> Result<(), String> {
-        if got.len() != want.len() {
-            return Err(format!("length {} against {}", got.len(), want.len()));
-        }
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1.0);
-        match got.iter().zip(want).enumerate().find(|(_, (g, w))| {
-            let tol = rtol * g.abs().max(w.abs()) + rtol * scale * 1e-1;
-            (**g - **w).abs() > tol || g.is_nan() != w.is_nan()
-        }) {
-            Some((i, (g, w))) => Err(format!("[{i}]: got {g}, want {w}")),
-            None => Ok(()),
-        }
-    }
 
     /// Every workload, unscheduled and `--auto gpu`, on every matrix it applies to.
     pub fn workloads(client: &Client, json: Option<&str>) -> usize {
@@ -107,12 +97,12 @@ mod cuda {
                         let g = tk::output_f32(&got, param);
                         let err = g.iter().zip(want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0f32, f32::max);
                         worst = worst.max(err);
-                        if let Err(e) = close(&g, want, 1e-4) {
+                        if let Err(e) = tk::check_close(&g, want, 1e-4) {
                             println!("{name} ({what}) on {mname}: {param}{e}");
                             failures += 1;
                         }
                         // A second run agrees too (not bitwise: atomic float sums vary in order).
-                        match again.as_ref().map(|a| close(&tk::output_f32(a, param), want, 1e-4)) {
+                        match again.as_ref().map(|a| tk::check_close(&tk::output_f32(a, param), want, 1e-4)) {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => {
                                 println!("{name} ({what}) on {mname}: second run: {param}{e}");
@@ -170,57 +160,6 @@ mod cuda {
         }
     }
 
-    /// Messages of clean refusals (as the wgpu fuzz test counts them).
-    const REFUSALS: &[&str] = &["invalid arguments", "loop iterations", "division by", "unsupported by the CubeCL backend", "too large"];
-
-    struct Cuda(Client);
-    struct CudaProgram(CompiledProgram, Client);
-
-    impl sparsec::backend::Compiled for CudaProgram {
-        fn run(&self, args: &Args) -> Result<Args, String> {
-            self.0.run(&self.1, args).map_err(|e| e.to_string())
-        }
-    }
-
-    impl sparsec::backend::Backend for Cuda {
-        fn name(&self) -> &str {
-            "cubecl-cuda"
-        }
-        fn compile(&self, f: &Func) -> Result<Box<dyn sparsec::backend::Compiled>, String> {
-            Ok(Box::new(CudaProgram(compile(f).map_err(|e| e.to_string())?, self.0.clone())))
-        }
-    }
-
-    fn run_checked(f3: &Func, f1: &Func, client: &Client, args: &Args) -> Result<Args, String> {
-        sparsec_ir::args::check_structure(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
-        run_as_cli(&Cuda(client.clone()), f1, f3, args).1
-    }
-
-    fn runner<'a>(f1: &'a Func, client: &'a Client) -> Runner<'a> {
-        let mut r = Runner::default();
-        r.backends.push(("cubecl-cuda".into(), Box::new(move |f3, args| run_checked(f3, f1, client, args))));
-        r.backends.push((
-            "cubecl-cuda (auto gpu)".into(),
-            Box::new(move |_, args| {
-                let s = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
-                run_checked(&s, f1, client, args)
-            }),
-        ));
-        r.backends.push((
-            "cubecl-cuda (random schedule)".into(),
-            Box::new(move |_, args| {
-                let interp = || sparsec_interp::run(f1, args).map_err(|e| e.to_string());
-                let Some((s, tried)) = sparsec_testkit::schedules::random_schedule_of(f1) else { return interp() };
-                match run_checked(&s, f1, client, args) {
-                    Err(e) if REFUSALS.iter().any(|r| e.contains(r)) => interp(),
-                    Err(e) => Err(format!("{e} (schedule: {})", tried.join("; "))),
-                    Ok(out) => Ok(out),
-                }
-            }),
-        ));
-        r
-    }
-
     /// Random programs from `seed` on for `seconds`; prints each failure's reproducer.
     pub fn fuzz(client: &Client, seed: u64, seconds: u64) -> usize {
         let start = Instant::now();
@@ -237,7 +176,7 @@ mod cuda {
                 other += 1;
                 continue;
             };
-            let outcome = runner(&f1, client).check(&case);
+            let outcome = runner("cubecl-cuda", &f1, client).check(&case);
             match outcome {
                 Outcome::Agree => agree += 1,
                 Outcome::Failure(why) if why.starts_with("cubecl-cuda") && why.contains(" fails") && REFUSALS.iter().any(|r| why.contains(r)) => {

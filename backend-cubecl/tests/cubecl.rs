@@ -8,6 +8,7 @@ mod cubecl {
     mod emit;
     mod fuzz;
     mod limits;
+    mod runner;
     mod runtime;
     mod semantics;
     mod validate;

@@ -706,8 +706,8 @@ pub fn bind_axis_csr<I: Index, V: Value>(
 /// `passes::row_segments_rule()` (parameters `a_row_segments`, `seg_ptr_row_segments`,
 /// `seg_row_row_segments`, `indices_row_segments`, `nseg_row_segments`, `n_row_segments`,
 /// `nnz_row_segments`). The segment values start at zero: the decomposed program's preprocess
-/// fills them from the original matrix. Fails when an index does not fit the program's `i32`
-/// coordinates.
+/// fills them from the original matrix. Fails, binding nothing, when an index does not fit
+/// the program's `i32` coordinates.
 pub fn bind_row_segments<I: Index, V: Value>(
     args: &mut Args,
     a: &Csr<I, V>,
@@ -715,10 +715,12 @@ pub fn bind_row_segments<I: Index, V: Value>(
 ) -> Result<(), BindError> {
     let narrow = |what: &str, x: I| i32::try_from(x.to_i64()).map_err(|_| BindError::Overflow { what: what.into(), value: x.to_i64(), dtype: DType::I32 });
     let i32s = |what: &str, v: &[I]| v.iter().map(|&x| narrow(what, x)).collect::<Result<Vec<i32>, _>>();
+    // Every conversion before the first insertion: a refusal leaves `args` as it was.
+    let (ptr, rows, cols) = (i32s("a segment pointer", segs.seg_ptr())?, i32s("a segment's row", segs.seg_row())?, i32s("a column index", a.indices())?);
     args.array("a_row_segments", Array::F32(vec![0.0; a.nnz()]))
-        .array("seg_ptr_row_segments", Array::I32(i32s("a segment pointer", segs.seg_ptr())?))
-        .array("seg_row_row_segments", Array::I32(i32s("a segment's row", segs.seg_row())?))
-        .array("indices_row_segments", Array::I32(i32s("a column index", a.indices())?));
+        .array("seg_ptr_row_segments", Array::I32(ptr))
+        .array("seg_row_row_segments", Array::I32(rows))
+        .array("indices_row_segments", Array::I32(cols));
     args.int("nseg_row_segments", segs.len() as i64).int("n_row_segments", a.shape().1 as i64).int("nnz_row_segments", a.nnz() as i64);
     Ok(())
 }

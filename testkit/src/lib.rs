@@ -157,12 +157,25 @@ impl Rng {
 /// may carry the rounding of its larger terms: fused and unfused sums of a few dozen f32
 /// terms near 1 differ by several ulp of 1.
 pub fn assert_close(what: &str, got: &[f32], want: &[f32], rtol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Err(e) = check_close(got, want, rtol) {
+        panic!("{what}{e}");
+    }
+}
+
+/// [`assert_close`]'s rule without the panic: the first element that misses it (`[i]: got
+/// g, want w`, NaN never passing), or the lengths (`: length a against b`).
+pub fn check_close(got: &[f32], want: &[f32], rtol: f32) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!(": length {} against {}", got.len(), want.len()));
+    }
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1.0);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let tol = rtol * g.abs().max(w.abs()) + rtol * scale * 1e-1;
-        assert!((g - w).abs() <= tol, "{what}[{i}]: got {g}, want {w}");
+        if !((g - w).abs() <= tol) {
+            return Err(format!("[{i}]: got {g}, want {w}"));
+        }
     }
+    Ok(())
 }
 
 type FCsr = sparsec::formats::Csr<i64, f64>;

@@ -7,25 +7,13 @@
 //! `SPARSEC_FUZZ_CASES` sets the number of cases, `SPARSEC_FUZZ_SEED` the first seed.
 
 use super::common::client;
-use sparsec_backend_cubecl::{compile, CubeclError};
-use sparsec_ir::data::Args;
+use super::runner::{runner, REFUSALS};
 use sparsec_ir::Func;
-use sparsec_testkit::fuzz::{generate_with, parse_reproducer, run_as_cli, to_reproducer, GenOptions, Outcome, Runner};
+use sparsec_testkit::fuzz::{generate_with, parse_reproducer, to_reproducer, GenOptions, Outcome, Runner};
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
-
-/// Messages of clean refusals: argument checks, launch-time refusals, constructs the backend
-/// refuses (`LowerError`/`PlanError::Unsupported`). Nothing broader: any other error fails.
-const REFUSALS: &[&str] = &[
-    "invalid arguments",
-    "loop iterations",
-    "division by",
-    "unsupported by the CubeCL backend",
-    "too large",
-    "WGSL does not define",
-];
 
 /// Seeds of fixed failures, run every time: 200676 divided by an `i - i` that CubeCL folded
 /// to a constant 0, which naga refuses to compile (never reached: no rows); 49468, 200123,
@@ -53,63 +41,10 @@ const REGRESSIONS: &[(u64, bool)] = &[
     (1795782298646, false),
 ];
 
-/// wgpu as a backend of the run path.
-struct Wgpu(cubecl::client::Client);
-
-struct WgpuProgram(sparsec_backend_cubecl::CompiledProgram, cubecl::client::Client);
-
-impl sparsec::backend::Compiled for WgpuProgram {
-    fn run(&self, args: &Args) -> Result<Args, String> {
-        self.0.run(&self.1, args).map_err(|e| e.to_string())
-    }
-}
-
-impl sparsec::backend::Backend for Wgpu {
-    fn name(&self) -> &str {
-        "cubecl-wgpu"
-    }
-    fn compile(&self, f: &Func) -> Result<Box<dyn sparsec::backend::Compiled>, String> {
-        Ok(Box::new(WgpuProgram(compile(f).map_err(|e| e.to_string())?, self.0.clone())))
-    }
-}
-
-/// Runs `f3` (lowered from `f1`) on wgpu as `sparsec run` does (`fuzz::run_as_cli`); the
-/// structure of the arguments is refused first, with CubeCL's message.
-fn run_checked(f3: &Func, f1: &Func, client: &cubecl::client::Client, args: &Args) -> Result<Args, String> {
-    sparsec_ir::args::check_structure(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
-    run_as_cli(&Wgpu(client.clone()), f1, f3, args).1
-}
-
-/// The interpreter's stages and wgpu, unscheduled and with the GPU default schedule.
+/// The interpreter's stages and wgpu, unscheduled, with the GPU default schedule and with a
+/// random schedule.
 fn wgpu_runner<'a>(f1: &'a Func, client: &'a cubecl::client::Client) -> Runner<'a> {
-    let mut runner = Runner::default();
-    runner.backends.push((
-        "cubecl-wgpu".into(),
-        Box::new(move |f3, args| run_checked(f3, f1, client, args)),
-    ));
-    runner.backends.push((
-        "cubecl-wgpu (auto gpu)".into(),
-        Box::new(move |_, args| {
-            let s = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
-            run_checked(&s, f1, client, args)
-        }),
-    ));
-    // A random schedule (`schedules::random_schedule_of`); where wgpu refuses it cleanly the
-    // interpreter's result stands in (not compared), as the plain runs count such refusals.
-    runner.backends.push((
-        "cubecl-wgpu (random schedule)".into(),
-        Box::new(move |_, args| {
-            let interp = || sparsec_interp::run(f1, args).map_err(|e| e.to_string());
-            let Some((s, tried)) = sparsec_testkit::schedules::random_schedule_of(f1) else { return interp() };
-            let run = run_checked(&s, f1, client, args);
-            match run {
-                Err(e) if REFUSALS.iter().any(|r| e.contains(r)) => interp(),
-                Err(e) => Err(format!("{e} (schedule: {})", tried.join("; "))),
-                Ok(out) => Ok(out),
-            }
-        }),
-    ));
-    runner
+    runner("cubecl-wgpu", f1, client)
 }
 
 /// Reproducers of fixed disagreements (`tests/fuzz_regressions/*.sptir`, written by
