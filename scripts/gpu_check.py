@@ -17,7 +17,7 @@ launches only, outputs preallocated, CUDA graphs of 10 calls so host launch cost
 cuSPARSE's SpMM is called through CuPy's low-level bindings with row-major B and C (the
 fastest of its CSR algorithms counts); its SDDMM, which CuPy does not bind, through
 torch.sparse.sampled_addmm. SpMM also runs the GE-SpMM-shaped peer
-`nvidia/peer/gespmm.cu`, compiled here with NVRTC. Exit status 1 when any result differs.
+`nvidia/peer/gespmm.cu`, compiled here with NVRTC, and its ablations (PEER_VARIANTS). Exit status 1 when any result differs.
 """
 import argparse, csv, glob, json, os, sys
 import numpy as np
@@ -27,10 +27,18 @@ import cupyx.scipy.sparse as csp
 import cupyx.cusparse as cus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# cusparseSpMMAlg_t values (cusparse.h); CuPy names only some of them.
 # Segment lengths the row-segment SpMM runs with (examples/csrmm_segments.sptir).
 SEGMENT_LENGTHS = (32, 256)
+# cusparseSpMMAlg_t values (cusparse.h); CuPy names only some of them.
 SPMM_ALGS = {"SPMM_ALG_DEFAULT": 0, "SPMM_CSR_ALG1": 4, "SPMM_CSR_ALG2": 6, "SPMM_CSR_ALG3": 12}
+# The GE-SpMM-shaped peer and its ablations (macros of nvidia/peer/gespmm.cu): which of its
+# techniques its speed comes from.
+PEER_VARIANTS = {
+    "gespmm_peer": (),
+    "gespmm_coherent": ("SPARSEC_PEER_COHERENT",),
+    "gespmm_nostage": ("SPARSEC_PEER_NO_STAGING",),
+    "gespmm_rolled": ("SPARSEC_PEER_NO_UNROLL",),
+}
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "f16": np.float16, "bool": np.bool_}
 
 
@@ -300,13 +308,17 @@ def main():
             print(f"{p}: cannot load: {type(e).__name__}: {e}")
             failures += 1
     print("variants:", ", ".join(f"{v.name} ({v.workload})" for v in variants))
-    try:
-        peer = cp.RawModule(code=open(os.path.join(HERE, "..", "nvidia", "peer", "gespmm.cu")).read(),
-                            options=("-std=c++17",))
-        peer.get_function("gespmm_csr_f32")
-    except Exception as e:  # noqa: BLE001
-        print(f"GE-SpMM peer: cannot compile: {type(e).__name__}: {e}")
-        peer = None
+    # The peer and its ablations (nvidia/peer/gespmm.cu): name -> compiled module.
+    peers = {}
+    source = open(os.path.join(HERE, "..", "nvidia", "peer", "gespmm.cu")).read()
+    for pname, defines in PEER_VARIANTS.items():
+        try:
+            mod = cp.RawModule(code=source, options=("-std=c++17", *(f"-D{d}" for d in defines)))
+            mod.get_function("gespmm_csr_f32")
+            peers[pname] = mod
+        except Exception as e:  # noqa: BLE001
+            print(f"GE-SpMM peer {pname}: cannot compile: {type(e).__name__}: {e}")
+            failures += pname == "gespmm_peer"
     matrices = [(os.path.basename(p)[:-4], lambda p=p: load_matrix(p)) for p in sorted(glob.glob(os.path.join(o.data, "*.mtx")))]
     if o.rmat:
         matrices.append((f"rmat{o.rmat}", lambda: rmat(o.rmat)))
@@ -395,9 +407,9 @@ def main():
                               "seg_ptr": cp.asarray(seg_ptr), "seg_row": cp.asarray(seg_row)}
                     c.fill(0)
                     measure(mname, a, feat, f"csrmm_seg{max_len}", t_ref, lambda: v.launcher(arrays, seg), spmm_ok)
-            if peer is not None:
+            for pname, peer in peers.items():
                 c.fill(0)
-                measure(mname, a, feat, "gespmm_peer", t_ref, lambda: gespmm(peer, m, feat, indptr, indices, values, b, c), spmm_ok)
+                measure(mname, a, feat, pname, t_ref, lambda: gespmm(peer, m, feat, indptr, indices, values, b, c), spmm_ok)
             # SDDMM: C[ij] = <X_i, Y_j> on the pattern.
             x = cp.asarray(rng.random((m, feat), dtype=np.float32))
             y = cp.asarray(rng.random((n, feat), dtype=np.float32))

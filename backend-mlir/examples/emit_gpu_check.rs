@@ -3,7 +3,9 @@
 //! `<workload>_<variant>.json`. Variants: `auto` (the default GPU schedule, `--auto gpu`) and
 //! `hand` (a simple hand schedule: csrmm one row per block and 32 feature threads, sddmm
 //! fused nonzeros over blocks of 32 threads), and `csrmm_segments_auto`
-//! (`examples/csrmm_segments.sptir` under `--auto gpu`: rows cut into segments).
+//! (`examples/csrmm_segments.sptir` under `--auto gpu`: rows cut into segments), and
+//! `csrmm_auto_coherent`, `csrmm_auto` with every load coherent (`ld.global`, not `.nc`), and
+//! `csrmm_auto_rolled`/`_unroll2`/`_unroll8`: its nonzero walk at other unroll factors.
 //! `cargo run -p sparsec-backend-mlir --example emit_gpu_check -- OUT_DIR`
 
 use sparsec_backend_mlir::{emit_ptx, gpu_plan};
@@ -58,6 +60,29 @@ fn sddmm_hand() -> Result<Func> {
     Ok(sch.func().clone())
 }
 
+/// `f` with every `unroll_factor` annotation set to `n` (removed for 1): the nonzero walk of
+/// the default schedule at other unroll factors, to time them.
+fn with_unroll(mut f: Func, n: i64) -> Func {
+    fn go(stmts: &mut [sparsec_ir::Stmt], n: i64) {
+        for s in stmts {
+            if let sparsec_ir::StmtKind::For(l) = &mut s.kind {
+                if l.attrs.contains_key(sparsec_ir::UNROLL_FACTOR_ATTR) {
+                    if n > 1 {
+                        l.attrs.insert(sparsec_ir::UNROLL_FACTOR_ATTR.into(), sparsec_ir::AttrValue::Int(n));
+                    } else {
+                        l.attrs.shift_remove(sparsec_ir::UNROLL_FACTOR_ATTR);
+                    }
+                }
+            }
+            for l in s.kind.child_lists_mut() {
+                go(l, n);
+            }
+        }
+    }
+    go(&mut f.body, n);
+    f
+}
+
 fn main() -> Result<()> {
     let out = std::env::args().nth(1).unwrap_or_else(|| "gpu-check".into());
     std::fs::create_dir_all(&out)?;
@@ -67,16 +92,27 @@ fn main() -> Result<()> {
         ("csrmm_hand", csrmm_hand()?),
         ("sddmm_hand", sddmm_hand()?),
         ("csrmm_segments_auto", auto::gpu_schedule(&program("examples/csrmm_segments.sptir")?, 128)?),
+        ("csrmm_auto_rolled", with_unroll(auto::gpu_schedule(&workload("csrmm")?, 128)?, 1)),
+        ("csrmm_auto_unroll2", with_unroll(auto::gpu_schedule(&workload("csrmm")?, 128)?, 2)),
+        ("csrmm_auto_unroll8", with_unroll(auto::gpu_schedule(&workload("csrmm")?, 128)?, 8)),
     ];
     for (name, f) in variants {
         if f.stage != Stage::III {
             return Err(format!("{name} is not at Stage III").into());
         }
         for chip in ["sm_80", "sm_90"] {
-            std::fs::write(format!("{out}/{name}.{chip}.ptx"), emit_ptx(&f, chip)?)?;
+            let ptx = emit_ptx(&f, chip)?;
+            if name == "csrmm_auto" {
+                // The same kernel with every load coherent, to time the read-only path.
+                std::fs::write(format!("{out}/{name}_coherent.{chip}.ptx"), ptx.replace("ld.global.nc.", "ld.global."))?;
+            }
+            std::fs::write(format!("{out}/{name}.{chip}.ptx"), ptx)?;
         }
         std::fs::write(format!("{out}/{name}.json"), gpu_plan(&f)?.to_json())?;
         println!("{out}/{name}.{{sm_80,sm_90}}.ptx, {out}/{name}.json");
+        if name == "csrmm_auto" {
+            std::fs::write(format!("{out}/{name}_coherent.json"), gpu_plan(&f)?.to_json())?;
+        }
     }
     Ok(())
 }

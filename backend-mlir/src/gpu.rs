@@ -240,7 +240,7 @@ fn module_name(func: &Func) -> String {
 }
 
 /// Builds and verifies the GPU module of a Stage-III function.
-pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>> {
+pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<GpuModule<'c>> {
     check_stage(func)?;
     let sig = signature(func)?;
     let specs = kernel_specs(func)?;
@@ -259,7 +259,9 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>
 
     // Kernels.
     let gpu_block = Block::new(&[]);
+    let mut read_only = Vec::with_capacity(specs.len());
     for (k, spec) in specs.iter().enumerate() {
+        read_only.push((kernel_name(func, k), read_only_pointer_args(func, &sig, spec.stmts, &allocs)));
         let mut tr = Tr::new(ctx, func, Target::Gpu);
         let region = tr.region(&inputs, |t, b, args| {
             let mut ids: [Option<Val<'c>>; 6] = [None; 6];
@@ -336,7 +338,93 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<Module<'c>
     let f = host.function_op("func.func", &func.name, &host_inputs, region, &[])?;
     module.body().append_operation(f);
     verify(ctx, &module)?;
-    Ok(module)
+    Ok(GpuModule { module, read_only })
+}
+
+/// A GPU module and, per kernel (by name), the LLVM arguments of the kernel that point at
+/// memory it never writes ([`read_only_pointer_args`]).
+pub(crate) struct GpuModule<'c> {
+    /// The module: kernels in a `gpu.module` and the host function.
+    pub module: Module<'c>,
+    /// Kernel name and its read-only pointer arguments, numbered as after `convert-gpu-to-nvvm`.
+    pub read_only: Vec<(String, Vec<usize>)>,
+}
+
+/// The aligned-pointer arguments of a kernel (numbered after `convert-gpu-to-nvvm` expands
+/// each `memref<?xT>` input into allocated pointer, aligned pointer, offset, size and stride;
+/// loads go through the aligned one) whose memory the kernel's statements `stmts` never write: neither a store nor an `atomic_add`
+/// reaches any buffer over that parameter or function-level allocation. Distinct parameters
+/// never share memory (each binds its own array, as in the interpreter), so loads through
+/// them see one value for the whole kernel and may take the read-only path.
+fn read_only_pointer_args(func: &Func, sig: &[AbiParam], stmts: &[Stmt], allocs: &[BufferId]) -> Vec<usize> {
+    let mut written = vec![false; sig.len() + allocs.len()];
+    let mut mark = |b: BufferId| match func.buffers.try_get(b).map(|x| x.storage) {
+        Some(Storage::Param(p)) if p < sig.len() => written[p] = true,
+        _ => {
+            if let Some(j) = allocs.iter().position(|a| *a == b) {
+                written[sig.len() + j] = true;
+            }
+        }
+    };
+    sparsec_ir::walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            mark(*buffer);
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, ..) = x {
+                    mark(*b);
+                }
+            });
+        }
+    });
+    let buffer = |i: usize| i >= sig.len() || matches!(sig[i].kind, ArgKind::Buffer(_));
+    let mut out = Vec::new();
+    let mut arg = 0;
+    for (i, w) in written.iter().enumerate() {
+        if buffer(i) {
+            if !w {
+                out.push(arg + 1);
+            }
+            arg += 5;
+        } else {
+            arg += 1;
+        }
+    }
+    out
+}
+
+/// Declares `llvm.noalias` and `llvm.readonly` the read-only pointer arguments
+/// ([`GpuModule::read_only`]) of each kernel of the lowered `gpu.module`: NVPTX then loads
+/// through them on the read-only, non-coherent path (`ld.global.nc`), whatever the loads
+/// became after LLVM's optimisations (which drop `!invariant.load` where they split vector
+/// loads). A kernel that already has argument attributes is left alone.
+fn mark_read_only_args(ctx: &Context, module: &Module, read_only: &[(String, Vec<usize>)]) -> Result<()> {
+    use melior::ir::attribute::StringAttribute;
+    use melior::ir::operation::OperationLike;
+    use melior::ir::RegionLike;
+    let mut top = module.body().first_operation();
+    while let Some(gpu_mod) = top {
+        top = gpu_mod.next_in_block();
+        if gpu_mod.name().as_string_ref().as_str() != Ok("gpu.module") {
+            continue;
+        }
+        let Some(body) = gpu_mod.region(0).ok().and_then(|r| r.first_block()) else { continue };
+        let mut next = body.first_operation_mut();
+        while let Some(mut kernel) = next {
+            let sym = kernel.attribute("sym_name").ok().and_then(|a| StringAttribute::try_from(a).ok()).map(|a| a.value().to_owned());
+            let entry_args = kernel.region(0).ok().and_then(|r| r.first_block()).map(|b| b.argument_count());
+            let found = read_only.iter().find(|(k, _)| Some(k) == sym.as_ref());
+            if let (Some((_, args)), Some(n), false) = (found, entry_args, kernel.has_attribute("arg_attrs")) {
+                let dicts: Vec<&str> = (0..n).map(|i| if args.contains(&i) { "{llvm.noalias, llvm.readonly}" } else { "{}" }).collect();
+                let text = format!("[{}]", dicts.join(", "));
+                let attr = Attribute::parse(ctx, &text).ok_or_else(|| MlirError::internal(format!("argument attributes `{text}` do not parse")))?;
+                kernel.set_attribute("arg_attrs", attr);
+            }
+            next = kernel.next_in_block_mut();
+        }
+    }
+    Ok(())
 }
 
 /// The launch size of each tag (`ThreadTag::ALL` order), computed on the host: the largest
@@ -422,7 +510,7 @@ pub fn gpu_plan(func: &Func) -> Result<GpuPlan> {
 /// mapping). The module is verified.
 pub fn emit_mlir(func: &Func) -> Result<String> {
     let ctx = new_context();
-    let module = gpu_module(&ctx, func)?;
+    let module = gpu_module(&ctx, func)?.module;
     Ok(module.as_operation().to_string())
 }
 
@@ -441,12 +529,21 @@ pub fn index_bits(func: &Func) -> u32 {
 /// The NVVM pipeline run by [`emit_ptx`] for `chip` (linking `sparsec_nvidia::libdevice`
 /// when found), with an `index` type of `index_bits` bits on the device.
 pub fn ptx_pipeline(chip: &str, index_bits: u32) -> String {
+    let [to_llvm, to_ptx] = ptx_pipelines(chip, index_bits);
+    format!("{}, {}", to_llvm.trim_end_matches(')'), to_ptx.trim_start_matches("builtin.module("))
+}
+
+/// [`ptx_pipeline`] in its two parts: to the LLVM dialect, and from there to PTX. Between
+/// them [`emit_ptx`] marks the pointers to read-only memory ([`mark_read_only_args`]).
+fn ptx_pipelines(chip: &str, index_bits: u32) -> [String; 2] {
     let link = sparsec_nvidia::libdevice().map_or_else(String::new, |l| format!(" l={}", l.display()));
-    format!(
-        "builtin.module(nvvm-attach-target{{chip={chip} O=3{link}}}, gpu.module(convert-scf-to-cf, \
-         convert-gpu-to-nvvm{{index-bitwidth={index_bits}}}, canonicalize, cse, reconcile-unrealized-casts), \
-         gpu-module-to-binary{{format=isa}})"
-    )
+    [
+        format!(
+            "builtin.module(nvvm-attach-target{{chip={chip} O=3{link}}}, gpu.module(convert-scf-to-cf, \
+             convert-gpu-to-nvvm{{index-bitwidth={index_bits}}}, canonicalize, cse, reconcile-unrealized-casts))"
+        ),
+        "builtin.module(gpu-module-to-binary{format=isa})".to_string(),
+    ]
 }
 
 /// PTX of the kernels of a Stage-III function for an NVIDIA chip (`sm_80`, `sm_90`, ...),
@@ -462,8 +559,11 @@ pub fn emit_ptx(func: &Func, chip: &str) -> Result<String> {
         return Err(MlirError::unsupported(format!("chip `{chip}` (expected sm_80, sm_90, ...)")));
     }
     let ctx = new_context();
-    let mut module = gpu_module(&ctx, func)?;
-    run_pipeline(&ctx, &mut module, &ptx_pipeline(chip, index_bits(func)))?;
+    let GpuModule { mut module, read_only } = gpu_module(&ctx, func)?;
+    let [to_llvm, to_ptx] = ptx_pipelines(chip, index_bits(func));
+    run_pipeline(&ctx, &mut module, &to_llvm)?;
+    mark_read_only_args(&ctx, &module, &read_only)?;
+    run_pipeline(&ctx, &mut module, &to_ptx)?;
     let text = module.as_operation().to_string();
     let ptx = text
         .lines()

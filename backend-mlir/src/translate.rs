@@ -1586,7 +1586,14 @@ impl<'c, 'f> Tr<'c, 'f> {
             let seg = self.attr("array<i32: 1, 1, 1, 0>")?;
             self.build("scf.parallel", &[lb, ub, step], &[], &[("operandSegmentSizes", seg)], vec![region])?
         } else {
-            self.build("scf.for", &[lb, ub, step], &[], &[], vec![region])?
+            let unroll = match f.attrs.get(sparsec_ir::UNROLL_FACTOR_ATTR) {
+                Some(sparsec_ir::AttrValue::Int(n)) if *n > 1 => {
+                    Some(self.attr(&format!("#llvm.loop_annotation<unroll = #llvm.loop_unroll<count = {n} : i32>>"))?)
+                }
+                _ => None,
+            };
+            let attrs: Vec<(&str, Attribute<'c>)> = unroll.into_iter().map(|a| ("loop_annotation", a)).collect();
+            self.build("scf.for", &[lb, ub, step], &[], &attrs, vec![region])?
         };
         b.append_operation(op);
         Ok(())

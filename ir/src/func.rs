@@ -164,6 +164,11 @@ pub enum AttrValue {
 /// Ordered attribute map; order is kept for stable printing.
 pub type Attrs = IndexMap<String, AttrValue>;
 
+/// Annotation of a serial loop: compiled code runs this many iterations per trip where the
+/// trip count allows (LLVM's `llvm.loop.unroll.count`), so their loads overlap. A hint to
+/// code generation; the meaning of the loop is unchanged, and the interpreter ignores it.
+pub const UNROLL_FACTOR_ATTR: &str = "unroll_factor";
+
 /// One entry of a sparse iteration's axis list.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpIterAxis {

@@ -412,6 +412,12 @@ pub const WARP: i64 = 32;
 /// one walk covers `COARSEN * WARP` features, as GE-SpMM's coarsening does.
 pub const COARSEN: i64 = 4;
 
+/// Nonzeros per trip of a warp's walk of a row in [`lanes`] (the `unroll_factor` of the
+/// nonzero loop), so that the loads of B, which the walk waits for, overlap. On an H100
+/// (session 32) 4 took 0.964× the rolled loop's time (geomean of 16 cases; 0.87 on cora),
+/// 2 took 1.0 and 8 took 0.960 but 1.1× on short rows; the GE-SpMM peer rolled took 1.59×.
+pub const NONZERO_UNROLL: i64 = 4;
+
 /// Rows (warps) per block in SpMM's shape (`lanes`): 4 warps per block let an H100 SM hold
 /// 64 warps within its 32-block limit. Measured on an H100 (`scripts/gpu-check`): see
 /// docs/gpu-estimate.md.
@@ -559,8 +565,13 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
                 }
             }
             // What the block reads once per nonzero (its value, its column) is read into a
-            // register before the per-lane loop.
+            // register before the per-lane loop; `NONZERO_UNROLL` nonzeros per trip of a
+            // whole row keep that many loads of B in flight (an atomic nest's segments are
+            // short: unrolled, they took 5% longer on the H100).
             if let Some(&nonzero) = loops[..p].last() {
+                if !nest.atomic {
+                    sch.annotate(nonzero, sparsec_ir::UNROLL_FACTOR_ATTR, sparsec_ir::AttrValue::Int(NONZERO_UNROLL))?;
+                }
                 read_once(sch, &name, nonzero.into());
             }
         }

@@ -2,7 +2,7 @@
 //! with ptxas's message, and NVRTC (nvidia-cuda-nvrtc-cu12, through `scripts/nvrtc`) to
 //! compile CUDA C++. `scripts/install-deps` installs both.
 
-pub use sparsec_nvidia::{innermost_loops, parse_report, EntryReport, LoopStats};
+pub use sparsec_nvidia::{entries, innermost_loops, parse_report, EntryReport, LoopStats};
 
 /// Assembles `ptx` for `chip` (`sm_80`) with ptxas; panics with ptxas's message when it refuses.
 /// Returns the report of every entry function.

@@ -39,6 +39,7 @@ const REGRESSIONS: &[(u64, bool)] = &[
     (49618, false),
     (49589, false),
     (1795782298646, false),
+    (1795782298901, false),
 ];
 
 /// The interpreter's stages and wgpu, unscheduled, with the GPU default schedule and with a

@@ -313,24 +313,31 @@ fn default_gpu_schedule_fuses_multiply_adds() {
 }
 
 /// csrmm under the default GPU schedule walks a row's nonzeros once for 32 lanes × 4
-/// consecutive features. Where the feature count is a multiple of 4 (a test outside the
-/// row loop), a lane's features are one vector: the innermost loop loads the nonzero's value
-/// and column once and B with one 128-bit load per nonzero, does 4 FMAs into registers and
-/// stores nothing. Elsewhere the same loop runs with scalar loads (also no stores). No spills,
-/// no stack.
+/// consecutive features, `NONZERO_UNROLL` nonzeros per trip (the schedule's `unroll_factor`,
+/// which the module passes to LLVM as `llvm.loop.unroll.count`; a remainder loop takes the
+/// rest). Where the feature count is a multiple of 4 (a test outside the row loop), a lane's
+/// features are one vector: per nonzero the loop loads the value and column once and B with
+/// one 128-bit load, does 4 FMAs into registers and stores nothing. Elsewhere the same loops
+/// run with scalar loads (also no stores). No spills, no stack.
 #[test]
 fn default_csrmm_kernel_reads_each_nonzero_once_per_walk() {
     let coarsen = sparsec_schedule::auto::COARSEN as usize;
-    let ptx = emit_ptx(&gpu_auto("csrmm"), "sm_90").unwrap();
+    let unroll = sparsec_schedule::auto::NONZERO_UNROLL as usize;
+    let f = gpu_auto("csrmm");
+    let count = format!("#llvm.loop_unroll<count = {unroll} : i32>");
+    assert!(emit_mlir(&f).unwrap().contains(&count), "the nonzero loop carries its unroll factor");
+    let ptx = emit_ptx(&f, "sm_90").unwrap();
     let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
     let stats: Vec<sparsec_nvidia::LoopStats> = loops.iter().map(|l| sparsec_nvidia::LoopStats::of(l)).collect();
     let multiplying: Vec<_> = stats.iter().filter(|s| s.fmas > 0).collect();
-    assert_eq!(multiplying.len(), 2, "a vector and a scalar copy:\n{ptx}");
     for s in &multiplying {
         assert_eq!(s.fmas % coarsen, 0, "{s:?}");
         assert_eq!((s.global_stores, s.atomics, s.float_muls), (0, 0, 0), "{ptx}");
     }
-    let v = multiplying.iter().find(|s| s.vector_width == coarsen).unwrap_or_else(|| panic!("no vector loads:\n{ptx}"));
+    // The unrolled walks, vector and scalar.
+    let walks: Vec<_> = multiplying.iter().filter(|s| s.fmas == unroll * coarsen).collect();
+    assert!(walks.iter().any(|s| s.vector_width == 1), "no scalar walk of {unroll} nonzeros:\n{ptx}");
+    let v = walks.iter().find(|s| s.vector_width == coarsen).unwrap_or_else(|| panic!("no vector walk of {unroll} nonzeros:\n{ptx}"));
     // One vector load of B and the nonzero's value and column per 4 FMAs.
     assert!(v.global_loads * 4 <= v.fmas * 3, "{} loads for {} FMAs:\n{ptx}", v.global_loads, v.fmas);
     // C is written once, by the register cache's write-back (one vector store, or 4 scalar
@@ -340,6 +347,44 @@ fn default_csrmm_kernel_reads_each_nonzero_once_per_walk() {
     for r in ptxas("csrmm_coarsened", &ptx, "sm_90") {
         assert_eq!((r.spills, r.stack), (0, 0), "{r:?}");
     }
+}
+
+/// A kernel loads the buffers it never writes through the read-only, non-coherent path
+/// (`ld.global.nc`, vector loads included), and every buffer it writes through the coherent
+/// one: csrmm's default kernel reads A, B and the indices non-coherently; an unscheduled
+/// kernel that reads and adds to `X` loads `X` coherently but `Y` non-coherently; a later
+/// kernel that only reads what an earlier one wrote loads it non-coherently.
+#[test]
+fn read_only_buffers_load_through_the_non_coherent_path() {
+    let ptx = emit_ptx(&gpu_auto("csrmm"), "sm_90").unwrap();
+    let loops = sparsec_testkit::nvidia::innermost_loops(&ptx);
+    for s in loops.iter().map(|l| sparsec_nvidia::LoopStats::of(l)).filter(|s| s.fmas > 0) {
+        assert!(s.global_loads > 0 && s.nc_loads == s.global_loads, "{s:?}:\n{ptx}");
+    }
+    assert!(ptx.contains("ld.global.nc.v4"), "{ptx}");
+    let text = "func t(x: handle, y: handle, z: handle, n: i32) stage III {
+  buffer X = match_buffer(x, [n], f32)
+  buffer Y = match_buffer(y, [n], f32)
+  buffer Z = match_buffer(z, [n], f32)
+  for i in blockIdx.x(n) {
+    X[i] = X[i] + Y[i]
+  }
+  for i in blockIdx.x(n) {
+    Z[i] = X[i] * 2.0
+  }
+}
+";
+    let f = sparsec_ir::text::parse_func("t", text).unwrap();
+    let ptx = emit_ptx(&f, "sm_90").unwrap();
+    let kernels = sparsec_testkit::nvidia::entries(&ptx);
+    assert_eq!(kernels.len(), 2, "{ptx}");
+    let (first, second) = (kernels[0].1, kernels[1].1);
+    // X (read and written) coherently, Y non-coherently.
+    assert_eq!((first.matches("ld.global.nc").count(), first.matches("ld.global.f32").count() + first.matches("ld.global.b32").count()), (1, 1), "{first}");
+    // The second kernel only reads X.
+    assert_eq!(second.matches("ld.global.nc").count(), 1, "{second}");
+    assert_eq!(second.matches("ld.global").count(), 1, "{second}");
+    ptxas("read_only", &ptx, "sm_90");
 }
 
 /// csrmm and sddmm under the default GPU schedule, emulated, equal the reference at feature
