@@ -396,6 +396,29 @@ impl Func {
         }
     }
 
+    /// The length of the variable axis whose row `extent` counts, when every row of that axis
+    /// holds at most its length entries: `extent` is `P[x + 1] - P[x]` over the row pointer
+    /// `P` of a dense-variable axis, or of a sorted sparse-variable one (coordinates in
+    /// `0 .. length` without duplicates). [`crate::args::check_structure`] enforces both
+    /// before compiled code runs, so a loop of `extent` iterations from 0 stays below it.
+    pub fn row_length_bound(&self, extent: &Expr) -> Option<&Expr> {
+        let Expr::Binary(BinOp::Sub, end, start) = extent else { return None };
+        let (Expr::Load(b1, i1), Expr::Load(b0, i0)) = (&**end, &**start) else { return None };
+        let ([next], [row]) = (i1.as_slice(), i0.as_slice()) else { return None };
+        let one = |e: &Expr| matches!(e, Expr::Int(1, _));
+        let successor = matches!(next, Expr::Binary(BinOp::Add, a, b) if (**a == *row && one(b)) || (one(a) && **b == *row));
+        let param = |b: &BufferId| match self.buffers.try_get(*b)?.storage {
+            Storage::Param(p) => Some(p),
+            Storage::Alloc(_) => None,
+        };
+        let p = param(b1).filter(|p| successor && Some(*p) == param(b0))?;
+        self.axes
+            .iter()
+            .map(|(_, a)| a)
+            .find(|a| a.indptr == Some(p) && (a.kind == AxisKind::DenseVariable || (a.kind == AxisKind::SparseVariable && a.sorted)))
+            .map(|a| &a.length)
+    }
+
     /// Index of the parameter called `name`.
     pub fn param_index(&self, name: &str) -> Option<ParamId> {
         self.params.iter().position(|p| p.name == name)

@@ -188,3 +188,43 @@ fn while_loops_are_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `Func::row_length_bound`: `P[x + 1] - P[x]` over the row pointer of a sorted
+/// sparse-variable axis (or a dense-variable one) is at most the axis length, because
+/// `check_structure` refuses a row that would hold more; an unsorted axis may repeat
+/// coordinates, so it gives no bound.
+#[test]
+fn rows_of_sorted_and_dense_variable_axes_are_bounded_by_their_length() {
+    let text = |sorted: &str, kind: &str| {
+        format!(
+            "func f(p: handle, q: handle, r: handle, m: i32, n: i32, nnz: i32) stage III {{
+  axis I = dense_fixed(m)
+  axis J = {kind}
+  buffer P = match_buffer(p, [m + 1], i32)
+  for i in serial(m) {{
+    for j in serial(P[i + 1] - P[i]) {{
+    }}
+  }}
+}}
+"
+        )
+        .replace("SORTED", sorted)
+    };
+    let sparse = "sparse_variable(I, n, nnz, p, q SORTED)";
+    let extent = |f: &sparsec_ir::Func| match &f.body[0].kind {
+        sparsec_ir::StmtKind::For(l) => match &l.body[0].kind {
+            sparsec_ir::StmtKind::For(j) => j.extent.clone(),
+            _ => unreachable!(),
+        },
+        _ => unreachable!(),
+    };
+    for (kind, sorted, bounded) in [(sparse, "", true), (sparse, ", sorted = false", false), ("dense_variable(I, n, nnz, p)", "", true)] {
+        let f = parse_func("t.sptir", &text(sorted, kind)).unwrap_or_else(|e| panic!("{e}"));
+        let bound = f.row_length_bound(&extent(&f)).map(|e| sparsec_ir::text::print_expr(&f, e));
+        assert_eq!(bound.as_deref(), bounded.then_some("n"), "{kind} {sorted}");
+    }
+    // The fact rests on the structure check: a sorted row that repeats a coordinate (and so
+    // could hold more than `n` entries) is refused.
+    let e = run("    C[i] = C[i] + A[i, j]", &[("indices", Array::I32(vec![1, 1, 0]))]).unwrap_err();
+    assert!(e.to_string().contains("not sorted without duplicates"), "{e}");
+}

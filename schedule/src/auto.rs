@@ -414,8 +414,8 @@ pub const COARSEN: i64 = 4;
 
 /// Nonzeros per trip of a warp's walk of a row in [`lanes`] (the `unroll_factor` of the
 /// nonzero loop), so that the loads of B, which the walk waits for, overlap. On an H100
-/// (session 32) 4 took 0.964× the rolled loop's time (geomean of 16 cases; 0.87 on cora),
-/// 2 took 1.0 and 8 took 0.960 but 1.1× on short rows; the GE-SpMM peer rolled took 1.59×.
+/// (session 32, docs/gpu-estimate.md) 4 took 0.930× the rolled loop's time (geomean of 16
+/// cases), 2 gained nothing and 8 lost 10% on 5-entry rows; the GE-SpMM peer rolled took 1.59×.
 pub const NONZERO_UNROLL: i64 = 4;
 
 /// Rows (warps) per block in SpMM's shape (`lanes`): 4 warps per block let an H100 SM hold

@@ -179,6 +179,20 @@ fn mentions(s: &Stmt, b: BufferId) -> bool {
     named
 }
 
+/// Whether `binding < extent` holds wherever `binding` is: it is the variable of a loop from
+/// 0 over a row's positions, and `extent` bounds the length of every row of that axis
+/// ([`Func::row_length_bound`]); the copies of a cache need no guard for it.
+fn within_rows(g: &Func, binding: &Expr, extent: &Expr) -> bool {
+    let Expr::Var(v) = binding else { return false };
+    let mut found = false;
+    walk_stmts(&g.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            found |= l.var == *v && l.min.as_int() == Some(0) && g.row_length_bound(&l.extent) == Some(extent);
+        }
+    });
+    found
+}
+
 /// Whether `s` (the first statement of a cache's body that mentions `buf`) stores the whole
 /// region without reading `buf`, so the copy into the cache (under `guard`) would be dead (an
 /// accumulator's `init`): a single point, unconditionally; or, for a region strided over one
@@ -763,7 +777,8 @@ impl Schedule {
                     }
                     let dt = g.expr_dtype(binding);
                     let low = (!non_negative(g, binding)).then(|| Expr::binary(BinOp::Ge, binding.clone(), int(0, dt)));
-                    for c in low.into_iter().chain([Expr::binary(BinOp::Lt, binding.clone(), extent.clone())]) {
+                    let high = (!within_rows(g, binding, extent)).then(|| Expr::binary(BinOp::Lt, binding.clone(), extent.clone()));
+                    for c in low.into_iter().chain(high) {
                         let c = canonical(&sharp, &sparsec_passes::simplify::simplify_expr(c));
                         if c != Expr::Bool(true) && !within.contains(&c) {
                             within.push(c.clone());

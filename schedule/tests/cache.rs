@@ -218,3 +218,25 @@ fn csrmm_init_joined_to_the_lanes_starts_the_register_cache() {
     replays("csrmm", &sch);
     differential("csrmm", &workload("csrmm"), sch.func(), Agree::Exactly);
 }
+
+/// The copies of a register cache at a row's nonzero loop need no `j < n` guard where every
+/// row holds at most `n` entries (a sorted sparse-variable axis: `Func::row_length_bound`),
+/// and keep it where coordinates may repeat (`sorted = false`); both compute csrmm (with
+/// fused multiply-adds, so within rounding).
+#[test]
+fn copies_over_a_row_are_guarded_only_where_rows_may_exceed_the_axis() {
+    let sorted = workload("csrmm");
+    let text = sparsec_ir::text::print_func(&sorted).replace("indptr, indices)", "indptr, indices, sorted = false)");
+    let unsorted = sparsec_ir::text::parse_func("csrmm_unsorted.sptir", &text).unwrap();
+    assert!(!unsorted.axes.iter().any(|(_, a)| a.kind == sparsec_ir::AxisKind::SparseVariable && a.sorted));
+    for (f, guarded) in [(&sorted, false), (&unsorted, true)] {
+        let g = sparsec_schedule::auto::gpu_schedule(f, 128).unwrap();
+        let text = sparsec_ir::text::print_func(&g);
+        assert_eq!(text.contains("if j < n {"), guarded, "{text}");
+        for (k, (name, m)) in common::generated().iter().enumerate() {
+            let args = common::args_for("csrmm", m, 11 + k as u64);
+            let want = common::run_c(&common::to_stage3(&sorted), &args);
+            sparsec_testkit::assert_close(&format!("{name} (guarded: {guarded})"), &common::run_c(&g, &args), &want, 1e-5);
+        }
+    }
+}
