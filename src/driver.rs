@@ -279,7 +279,8 @@ pub fn lower_observed(func: &Func, plan: &Plan, after: &mut dyn FnMut(&str, &Fun
 /// from the seed, a zeroed output) with more than [`MAX_ELEMENTS`] elements or more bytes
 /// than the memory available (`MemAvailable` in `/proc/meminfo`, where there is one). A
 /// `.npy` input bound to a dense buffer must have the buffer's shape exactly: a flat file for
-/// a multi-dimensional buffer is refused, as is a transposed one.
+/// a multi-dimensional buffer is refused, as is a transposed one. A dimension whose size is a
+/// scalar parameter that no flag sets gives the scalar its value from the file's shape.
 #[derive(Clone, Debug, Default)]
 pub struct RunSpec {
     /// `buffer → Matrix Market file`: binds the values, `indptr`, `indices` and shape scalars.
@@ -331,7 +332,7 @@ pub enum RunError {
         hint: String,
     },
     /// A scalar parameter has no value.
-    #[error("scalar `{0}` is not bound: pass --scalar {0}=VALUE")]
+    #[error("scalar `{0}` is not bound: pass --scalar {0}=VALUE (or an --input file whose shape gives it)")]
     UnboundScalar(String),
     /// A scalar value that its parameter's dtype cannot hold.
     #[error("{flag}: scalar `{name}` expects {expected}, found `{value}`")]
@@ -537,6 +538,17 @@ fn eval_size(func: &Func, e: &sparsec_ir::Expr, args: &sparsec_ir::data::Args) -
     }
 }
 
+/// The size expression of each dimension of buffer `b` where it is dense (`None` for a
+/// dimension over a sparse or variable axis).
+fn dim_sizes(func: &Func, b: sparsec_ir::BufferId) -> Vec<Option<&sparsec_ir::Expr>> {
+    match &func.buffers[b].layout {
+        sparsec_ir::Layout::Sparse(axes) => {
+            axes.iter().map(|&a| (func.axes[a].kind == sparsec_ir::AxisKind::DenseFixed).then_some(&func.axes[a].length)).collect()
+        }
+        sparsec_ir::Layout::Dense(shape) => shape.iter().map(Some).collect(),
+    }
+}
+
 /// A dense buffer's axis names and sizes; `None` for sparse buffers or sizes not known yet.
 fn dense_dims(func: &Func, b: sparsec_ir::BufferId, args: &sparsec_ir::data::Args) -> Option<(Vec<String>, Vec<i64>)> {
     match &func.buffers[b].layout {
@@ -596,20 +608,19 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         args.scalars.insert(name.clone(), parse_scalar(flag.clone(), name, v, dtype)?);
         flags.push((name.clone(), flag));
     }
-    for (p, param) in func.params.iter().enumerate() {
-        let Some(dtype) = scalar_dtype(p) else { continue };
-        if !args.scalars.contains_key(&param.name) {
-            match spec.feat {
-                Some(f) if param.name.contains("feat") => {
-                    let flag = format!("--feat {f}");
-                    args.scalars.insert(param.name.clone(), parse_scalar(flag.clone(), &param.name, &f.to_string(), dtype)?);
-                    flags.push((param.name.clone(), flag));
-                }
-                _ => return Err(RunError::UnboundScalar(param.name.clone())),
+    if let Some(f) = spec.feat {
+        for (p, param) in func.params.iter().enumerate() {
+            let Some(dtype) = scalar_dtype(p) else { continue };
+            if !args.scalars.contains_key(&param.name) && param.name.contains("feat") {
+                let flag = format!("--feat {f}");
+                args.scalars.insert(param.name.clone(), parse_scalar(flag.clone(), &param.name, &f.to_string(), dtype)?);
+                flags.push((param.name.clone(), flag));
             }
         }
     }
-    // Files for dense inputs, which must have their buffer's shape.
+    // Files for dense inputs: read once; a dimension whose size is a scalar no flag set gives
+    // that scalar its value (B.npy of shape (n, 32) sets `feat_size` = 32).
+    let mut files = Vec::new();
     for (name, path) in &spec.inputs {
         let p = param_of(func, name).ok_or_else(|| unknown(name))?;
         let (array, shape) = crate::npy::read_shaped(path)?;
@@ -617,6 +628,28 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
             Some(b) => vec![b],
             None => func.buffers.iter().filter(|(_, b)| b.storage == sparsec_ir::Storage::Param(p)).map(|(h, _)| h).collect(),
         };
+        for &b in &views {
+            for (d, size) in dim_sizes(func, b).into_iter().enumerate() {
+                let (Some(sparsec_ir::Expr::Var(v)), Some(&n)) = (size, shape.get(d)) else { continue };
+                let Some(q) = func.params.iter().position(|x| x.kind == ParamKind::Scalar(*v)) else { continue };
+                let param = &func.params[q].name;
+                if shape.len() == dim_sizes(func, b).len() && !args.scalars.contains_key(param) {
+                    let flag = format!("{} (shape {})", path.display(), crate::npy::shape_string(&shape));
+                    let dtype = scalar_dtype(q).unwrap_or(sparsec_ir::DType::I64);
+                    args.scalars.insert(param.clone(), parse_scalar(flag.clone(), param, &n.to_string(), dtype)?);
+                    flags.push((param.clone(), flag));
+                }
+            }
+        }
+        files.push((p, path, array, shape, views));
+    }
+    for (p, param) in func.params.iter().enumerate() {
+        if scalar_dtype(p).is_some() && !args.scalars.contains_key(&param.name) {
+            return Err(RunError::UnboundScalar(param.name.clone()));
+        }
+    }
+    // Each file must have its buffer's shape.
+    for (p, path, array, shape, views) in files {
         let dense: Vec<_> = views.iter().filter_map(|&b| Some((b, dense_dims(func, b, &args)?))).collect();
         let fits = |(_, (_, dims)): &(_, (_, Vec<i64>))| {
             dims.len() == shape.len() && dims.iter().zip(&shape).all(|(&d, &s)| u64::try_from(d) == Ok(s))

@@ -10,6 +10,7 @@
 //! * [`schedule`] — schedule primitives and replayable traces;
 //! * [`backend`] — the backend contract and the one path every run takes;
 //! * [`driver`] — loading, lowering and binding programs;
+//! * [`einsum`] — programs from TACO's index notation (`C(i,k) = A(i,j) * B(j,k)`);
 //! * [`npy`] — NumPy `.npy` array files;
 //! * [`estimate`] — an estimate of a GPU kernel's time from its memory-access trace.
 
@@ -21,5 +22,6 @@ pub use sparsec_schedule as schedule;
 
 pub mod backend;
 pub mod driver;
+pub mod einsum;
 pub mod estimate;
 pub mod npy;

@@ -24,7 +24,7 @@ enum Cmd {
         /// The .sptir file.
         file: PathBuf,
     },
-    /// Print a .sptir file in canonical form.
+    /// Print a .sptir file in canonical form, its comments kept.
     Fmt {
         /// The .sptir file.
         file: PathBuf,
@@ -48,6 +48,23 @@ enum Cmd {
         /// instead of the stages; repeatable. `sparsec passes` lists the passes.
         #[arg(long, value_name = "NAME")]
         print_after: Vec<String>,
+    },
+    /// Write the Stage-I program of an expression in TACO's index notation, e.g.
+    /// `sparsec einsum "C(i,k) = A(i,j) * B(j,k)" --format A=csr`: an index missing on the
+    /// left is summed over; tensors are dense unless `--format` says `csr` or `csf`. The
+    /// program prints to stdout (or `--output FILE`), ready for `check`, `lower` and `run`.
+    Einsum {
+        /// The expression: `OUT(indices) = ...` over `+ - *`, tensor accesses and numbers.
+        expr: String,
+        /// `TENSOR=dense|csr|csf`; repeatable.
+        #[arg(long, value_name = "TENSOR=FORMAT", value_parser = run::parse_pair::<String>)]
+        format: Vec<(String, String)>,
+        /// Name of the function.
+        #[arg(long, default_value = "einsum")]
+        name: String,
+        /// Write the program to this file instead of stdout.
+        #[arg(long)]
+        output: Option<PathBuf>,
     },
     /// List the passes: name, stages, what each does.
     Passes,
@@ -426,7 +443,21 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
         }
         Cmd::Fmt { file } => {
             let loaded = driver::load(&file)?;
-            out.push_str(&text::print_module(&loaded.module));
+            out.push_str(&text::print_module_with_comments(&loaded.module, &loaded.text));
+        }
+        Cmd::Einsum { expr, format, name, output } => {
+            let mut formats = Vec::new();
+            for (tensor, f) in format {
+                formats.push((tensor, f.parse::<sparsec::einsum::Format>()?));
+            }
+            let text = sparsec::einsum::program(&name, &expr, &formats)?;
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
+                    writeln!(out, "wrote {}", path.display())?;
+                }
+                None => out.push_str(&text),
+            }
         }
         Cmd::Passes => {
             for p in sparsec::passes::PASSES {

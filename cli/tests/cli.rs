@@ -91,6 +91,8 @@ fn fmt_is_canonical_and_check_passes() {
     assert_eq!(stdout(&again), stdout(&o));
     let c = sparsec(&["check", path.to_str().unwrap()]);
     assert!(c.status.success() && stdout(&c).contains("ok (1 function(s))"), "{}", stdout(&c));
+    // The workload's header comment survives.
+    assert!(stdout(&o).starts_with("# Sampled dense-dense matmul"), "{}", stdout(&o));
 }
 
 #[test]
@@ -504,6 +506,13 @@ fn run_checks_npy_inputs_against_their_buffer() {
     // C = A B = [[9, 12, 15], [12, 15, 18]]: sum 81.
     assert!(stdout(&c).contains("6 elements  sum +8.100000e1"), "{}", stdout(&c));
     assert_eq!(stdout(&c).lines().next(), stdout(&f).lines().next());
+    // Without --feat the file's shape gives `feat_size`; a flag that disagrees is refused.
+    let o = sparsec(&["run", csrmm, "--matrix", &mat, "--input", &format!("B={}", c_order.display())]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().next(), stdout(&c).lines().next());
+    fails_with(&["run", csrmm, "--matrix", &mat, "--feat", "4", "--input", &format!("B={}", c_order.display())], &[
+        &format!("{}: shape (2, 3) does not match buffer `B` [J_detach, K] = (2, 4)", c_order.display()),
+    ]);
     // Transposed (feat, n), flat, and wrapping shapes are refused.
     let t = dir.join("b_t.npy");
     raw_npy(&t, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", &f32s(&[0.; 6]));
@@ -624,3 +633,28 @@ fn gpu_report_estimates_kernels_and_the_gespmm_peer_on_a_matrix() {
     let o = sparsec(&["gpu-report", "tests/workloads/csrmm.sptir", "--peer", "gespmm"]);
     assert!(!o.status.success() && stderr(&o).contains("--matrix"), "{}", stderr(&o));
 }
+
+/// `sparsec einsum` writes a program that `run` takes like a hand-written one: SpMM from index
+/// notation gives csrmm's numbers, with `feat_size`/`n_k` taken from B.npy; an expression that
+/// needs co-iteration is refused with exit code 1.
+#[test]
+fn einsum_writes_a_program_that_runs_like_the_corpus() {
+    let dir = tmp("einsum");
+    let a = dir.join("a.mtx");
+    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 1 4.0\n").unwrap();
+    let b = dir.join("b.npy");
+    sparsec::npy::write(&b, &sparsec::ir::data::Array::F32((0..6).map(|x| x as f32).collect()), &[3, 2]).unwrap();
+    let prog = dir.join("spmm.sptir");
+    let o = sparsec(&["einsum", "C(i,k) = A(i,j) * B(j,k)", "--format", "A=csr", "--name", "spmm", "--output", prog.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = |p: &str| sparsec(&["run", p, "--matrix", &format!("A={}", a.display()), "--input", &format!("B={}", b.display())]);
+    let (mine, corpus) = (run(prog.to_str().unwrap()), run("tests/workloads/csrmm.sptir"));
+    assert!(mine.status.success() && corpus.status.success(), "{}{}", stderr(&mine), stderr(&corpus));
+    let line = |o: &std::process::Output| stdout(o).lines().find(|l| l.starts_with("C ")).map(str::to_string);
+    // C = A B = [[8, 11], [6, 9], [0, 4]]: sum 38.
+    assert!(line(&mine).is_some_and(|l| l.contains("6 elements  sum +3.800000e1")), "{}", stdout(&mine));
+    assert_eq!(line(&mine), line(&corpus));
+    fails_with(&["einsum", "C(i,j) = A(i,k) * B(k,j)", "--format", "A=csr", "--format", "B=csr"], &["co-iteration over two sparse structures"]);
+    fails_with(&["einsum", "C(i) = A(i)", "--format", "A=coo"], &["unknown format `coo`"]);
+}
+

@@ -7,4 +7,4 @@ mod parse;
 mod print;
 
 pub use parse::{parse, parse_func, ParseError, MAX_NESTING};
-pub use print::{print_expr, print_func, print_module};
+pub use print::{print_expr, print_func, print_module, print_module_with_comments};

@@ -2,6 +2,7 @@
 
 use crate::expr::{Expr, Intrinsic, UnOp};
 use crate::func::*;
+use crate::span::Span;
 use crate::types::*;
 use std::fmt::Write;
 
@@ -10,17 +11,96 @@ pub fn print_module(m: &Module) -> String {
     m.funcs.iter().map(print_func).collect::<Vec<_>>().join("\n")
 }
 
+/// Prints a module parsed from `source` in canonical form with the comments of `source` kept
+/// (what `sparsec fmt` prints): a comment on a line of its own goes before the item that
+/// follows it (a function, declaration or statement, at that item's indentation, or before
+/// the closing brace of the statement it ends), a comment after code on the first line of an
+/// item stays at the end of that line. Printing the result again gives it back.
+pub fn print_module_with_comments(m: &Module, source: &str) -> String {
+    let mut comments = Comments::of(source);
+    let mut out = String::new();
+    for (k, f) in m.funcs.iter().enumerate() {
+        let mut p = Printer { f, out: String::new(), indent: 0, comments: Some(&mut comments) };
+        p.func();
+        if k > 0 {
+            out.push('\n');
+        }
+        out.push_str(&p.out);
+    }
+    // What follows the last function.
+    let mut p = Printer { f: &Func::new(""), out: String::new(), indent: 0, comments: Some(&mut comments) };
+    p.flush_before(u32::MAX, false);
+    out.push_str(&p.out);
+    out
+}
+
 /// Prints one function in canonical form (ends with a newline).
 pub fn print_func(f: &Func) -> String {
-    let mut p = Printer { f, out: String::new(), indent: 0 };
+    let mut p = Printer { f, out: String::new(), indent: 0, comments: None };
     p.func();
     p.out
 }
 
 /// Prints one expression of `f`.
 pub fn print_expr(f: &Func, e: &Expr) -> String {
-    let p = Printer { f, out: String::new(), indent: 0 };
+    let p = Printer { f, out: String::new(), indent: 0, comments: None };
     p.expr(e, 0)
+}
+
+/// One `# ...` comment of a source text.
+struct Comment {
+    /// Byte offset of its `#`.
+    start: u32,
+    /// Byte offset of the start of its line.
+    line_start: u32,
+    /// The text from `#` to the end of the line, trailing blanks removed.
+    text: String,
+    /// Whether only blanks precede it on its line.
+    own_line: bool,
+    /// Printed already.
+    used: bool,
+}
+
+/// The comments of a source text, in order (`#` inside a string literal starts none).
+struct Comments {
+    list: Vec<Comment>,
+    source: String,
+}
+
+impl Comments {
+    fn of(source: &str) -> Comments {
+        let mut list = Vec::new();
+        let (mut in_string, mut escaped, mut line_start) = (false, false, 0usize);
+        let mut chars = source.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\n' => {
+                    line_start = i + 1;
+                    in_string = false;
+                }
+                _ if in_string => {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        in_string = false;
+                    }
+                }
+                '"' => in_string = true,
+                '#' => {
+                    let end = source[i..].find('\n').map_or(source.len(), |n| i + n);
+                    let own_line = source[line_start..i].trim().is_empty();
+                    list.push(Comment { start: i as u32, line_start: line_start as u32, text: source[i..end].trim_end().to_string(), own_line, used: false });
+                    while chars.peek().is_some_and(|(j, _)| *j < end) {
+                        chars.next();
+                    }
+                }
+                _ => {}
+            }
+        }
+        Comments { list, source: source.to_string() }
+    }
 }
 
 const KEYWORDS: &[&str] = &[
@@ -82,6 +162,8 @@ struct Printer<'a> {
     f: &'a Func,
     out: String,
     indent: usize,
+    /// The source's comments, when printing them back.
+    comments: Option<&'a mut Comments>,
 }
 
 impl Printer<'_> {
@@ -91,6 +173,52 @@ impl Printer<'_> {
         }
         self.out.push_str(s);
         self.out.push('\n');
+    }
+
+    /// Prints the unprinted comments that start before byte `end`, each on a line of its
+    /// own; with `indented_only`, only those that do not start their line at column 0 (a
+    /// function's own, not the next one's).
+    fn flush_before(&mut self, end: u32, indented_only: bool) {
+        let Some(cs) = self.comments.as_deref_mut() else { return };
+        let mut lines = Vec::new();
+        for c in cs.list.iter_mut().filter(|c| !c.used && c.start < end && !(indented_only && c.start == c.line_start)) {
+            c.used = true;
+            lines.push(c.text.clone());
+        }
+        for l in lines {
+            self.line(&l);
+        }
+    }
+
+    /// Prints `text`, the first line of an item written at `span`: after the comments that
+    /// precede it, and followed by a comment that ends the same source line.
+    fn item(&mut self, span: Span, text: &str) {
+        if !span.is_known() {
+            self.line(text);
+            return;
+        }
+        self.flush_before(span.start, false);
+        // A comment on the line where the item starts, after it.
+        let trailing = self.comments.as_deref_mut().and_then(|cs| {
+            let c = cs.list.iter_mut().find(|c| !c.used && !c.own_line && c.line_start <= span.start && span.start <= c.start)?;
+            c.used = true;
+            Some(c.text.clone())
+        });
+        match trailing {
+            Some(t) => self.line(&format!("{text}  {t}")),
+            None => self.line(text),
+        }
+    }
+
+    /// Prints the closing brace of an item written at `span`, after the comments inside it
+    /// that are not printed yet (at the indentation of its body).
+    fn close(&mut self, span: Span, text: &str) {
+        if span.is_known() {
+            self.indent += 1;
+            self.flush_before(span.end, false);
+            self.indent -= 1;
+        }
+        self.line(text);
     }
 
     fn var(&self, v: VarId) -> &str {
@@ -128,21 +256,26 @@ impl Printer<'_> {
             })
             .collect();
         let stage = if f.stage == Stage::I { String::new() } else { format!(" stage {}", f.stage) };
-        self.line(&format!("func {}({}){}{} {{", name(&f.name), params.join(", "), stage, self.attrs(&f.attrs)));
+        let header = format!("func {}({}){}{} {{", name(&f.name), params.join(", "), stage, self.attrs(&f.attrs));
+        self.item(f.span, &header);
         self.indent += 1;
         for (_, a) in f.axes.iter() {
             let s = self.axis_decl(a);
-            self.line(&s);
+            self.item(a.span, &s);
         }
         let stmt_allocated = f.stmt_allocated_buffers();
         for (h, b) in f.buffers.iter() {
             if !stmt_allocated.contains(&h) {
                 let s = self.buffer_decl(b);
-                self.line(&s);
+                self.item(b.span, &s);
             }
         }
         for s in &f.body {
             self.stmt(s);
+        }
+        // Comments at the end of the body; one at column 0 belongs to what follows.
+        if f.span.is_known() {
+            self.flush_before(f.span.end, true);
         }
         self.indent -= 1;
         self.line("}");
@@ -229,11 +362,11 @@ impl Printer<'_> {
             StmtKind::Store { buffer, indices, value } => {
                 let idx = self.exprs(indices);
                 let line = format!("{}[{}] = {}", self.buffer(*buffer), idx, self.expr(value, 0));
-                self.line(&line);
+                self.item(s.span, &line);
             }
             StmtKind::Evaluate(e) => {
                 let line = self.expr(e, 0);
-                self.line(&line);
+                self.item(s.span, &line);
             }
             StmtKind::Let { var, value } => {
                 let v = self.f.vars.try_get(*var);
@@ -243,25 +376,25 @@ impl Printer<'_> {
                     _ => String::new(),
                 };
                 let line = format!("let {}{} = {}", self.var(*var), ty, self.expr(value, 0));
-                self.line(&line);
+                self.item(s.span, &line);
             }
             StmtKind::Alloc(b) => {
                 let line = match self.f.buffers.try_get(*b) {
                     Some(buf) => self.buffer_decl(buf),
                     None => "buffer <bad-buffer> = alloc_buffer([], i32)".to_string(),
                 };
-                self.line(&line);
+                self.item(s.span, &line);
             }
             StmtKind::If { cond, then_body, else_body } => {
                 let line = format!("if {} {{", self.expr(cond, 0));
-                self.line(&line);
-                self.if_tail(then_body, else_body);
+                self.item(s.span, &line);
+                self.if_tail(s.span, then_body, else_body);
             }
             StmtKind::While { cond, body } => {
                 let line = format!("while {} {{", self.expr(cond, 0));
-                self.line(&line);
+                self.item(s.span, &line);
                 self.stmts(body);
-                self.line("}");
+                self.close(s.span, "}");
             }
             StmtKind::SpIter(it) => {
                 let axes: Vec<String> = it
@@ -286,9 +419,9 @@ impl Printer<'_> {
                     vars.join(", "),
                     self.attrs(&it.attrs)
                 );
-                self.line(&line);
+                self.item(s.span, &line);
                 self.block_body(it.init.as_ref(), &it.body);
-                self.line("}");
+                self.close(s.span, "}");
             }
             StmtKind::For(l) => {
                 let start = match &l.min {
@@ -303,9 +436,9 @@ impl Printer<'_> {
                     start,
                     self.attrs(&l.attrs)
                 );
-                self.line(&line);
+                self.item(s.span, &line);
                 self.stmts(&l.body);
-                self.line("}");
+                self.close(s.span, "}");
             }
             StmtKind::Block(b) => {
                 let iters: Vec<String> = b
@@ -322,7 +455,7 @@ impl Printer<'_> {
                     })
                     .collect();
                 let line = format!("block {}({}){} {{", name(&b.name), iters.join(", "), self.attrs(&b.attrs));
-                self.line(&line);
+                self.item(s.span, &line);
                 self.indent += 1;
                 if !b.reads.is_empty() {
                     let r = format!("reads({})", self.regions(&b.reads));
@@ -334,23 +467,35 @@ impl Printer<'_> {
                 }
                 self.indent -= 1;
                 self.block_body(b.init.as_ref(), &b.body);
-                self.line("}");
+                self.close(s.span, "}");
             }
         }
     }
 
-    fn if_tail(&mut self, then_body: &[Stmt], else_body: &[Stmt]) {
+    fn if_tail(&mut self, span: Span, then_body: &[Stmt], else_body: &[Stmt]) {
         self.stmts(then_body);
+        // Comments at the end of the then-branch stay there (before `else`).
+        let first = else_body.first().filter(|s| s.span.is_known()).map(|s| s.span.start as usize);
+        let at_else = first.and_then(|f| {
+            let cs = self.comments.as_deref()?;
+            let in_comment = |p: usize| cs.list.iter().any(|c| (c.start as usize..c.start as usize + c.text.len()).contains(&p));
+            cs.source.get(..f)?.rmatch_indices("else").map(|(p, _)| p).find(|&p| !in_comment(p))
+        });
+        if let Some(pos) = at_else {
+            self.indent += 1;
+            self.flush_before(pos as u32, false);
+            self.indent -= 1;
+        }
         if else_body.is_empty() {
-            self.line("}");
-        } else if let [Stmt { kind: StmtKind::If { cond, then_body, else_body }, .. }] = else_body {
+            self.close(span, "}");
+        } else if let [Stmt { kind: StmtKind::If { cond, then_body, else_body }, span: inner }] = else_body {
             let line = format!("}} else if {} {{", self.expr(cond, 0));
             self.line(&line);
-            self.if_tail(then_body, else_body);
+            self.if_tail(if inner.is_known() { *inner } else { span }, then_body, else_body);
         } else {
             self.line("} else {");
             self.stmts(else_body);
-            self.line("}");
+            self.close(span, "}");
         }
     }
 

@@ -1,0 +1,394 @@
+//! A one-line front end in TACO's index notation: `C(i,k) = A(i,j) * B(j,k)` with a format per
+//! tensor becomes a Stage-I `.sptir` program, which then prints, lowers, schedules and runs
+//! like a file (`sparsec einsum`).
+//!
+//! * The right side sums and multiplies tensor accesses and numbers (`+`, `-`, `*`,
+//!   parentheses). An index that does not appear on the left is summed over.
+//! * Formats: `dense` (the default), `csr` (2-D: dense rows, compressed columns) and `csf`
+//!   (n-D: a dense first level, every other level compressed). Tensors that are not dense
+//!   share one sparse structure: they must have the same indices in the same order and the
+//!   same format (B(i,j) = A(i,j) * 2.5 keeps A's pattern; SDDMM writes C on its own
+//!   pattern). Operations over two different sparse patterns (co-iteration: sparse add,
+//!   SpGEMM) are refused.
+//! * The loops run over the sparse structure's levels first, then the other indices in the
+//!   order they first appear (left side first); an index is spatial (`S`) when the left side
+//!   names it, a reduction (`R`) otherwise.
+//! * Names: tensor `A` is bound to handle `a`, its row pointers and coordinates to
+//!   `indptr_a[_<index>]` and `indices_a[_<index>]`, index `j` has the extent `n_j`, and `A`
+//!   has `nnz_a[_<index>]` stored entries per level. A dense access along a compressed index
+//!   uses a dense copy of that axis (`J_detach`), as the hand-written corpus does.
+
+use sparsec_ir::text::ParseError;
+use sparsec_ir::Func;
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// A storage format of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Every level dense.
+    Dense,
+    /// Two levels: dense rows, compressed columns.
+    Csr,
+    /// A dense first level, every other level compressed (CSF without a compressed root).
+    Csf,
+}
+
+impl std::str::FromStr for Format {
+    type Err = EinsumError;
+
+    fn from_str(s: &str) -> Result<Format, EinsumError> {
+        match s {
+            "dense" => Ok(Format::Dense),
+            "csr" => Ok(Format::Csr),
+            "csf" => Ok(Format::Csf),
+            _ => Err(EinsumError::Format(format!("unknown format `{s}` (dense, csr or csf)"))),
+        }
+    }
+}
+
+/// Why an expression cannot become a program.
+#[derive(Debug, thiserror::Error)]
+pub enum EinsumError {
+    /// The expression does not parse.
+    #[error("einsum: {message} at column {column}:\n  {text}\n  {caret}^")]
+    Syntax {
+        /// What is wrong.
+        message: String,
+        /// 1-based column.
+        column: usize,
+        /// The expression.
+        text: String,
+        /// Spaces up to the column.
+        caret: String,
+    },
+    /// A format or a tensor's use of it is wrong.
+    #[error("einsum: {0}")]
+    Format(String),
+    /// The expression names something inconsistently (a tensor with two arities, ...).
+    #[error("einsum: {0}")]
+    Invalid(String),
+    /// The expression needs what sparsec does not lower yet.
+    #[error("einsum: {0}")]
+    Unsupported(String),
+    /// The generated program failed to parse or verify (a bug of this module).
+    #[error("einsum: the generated program is invalid: {0}")]
+    Generated(String),
+}
+
+type R<T> = Result<T, EinsumError>;
+
+/// One tensor access: `A(i, j)`.
+#[derive(Clone, Debug, PartialEq)]
+struct Access {
+    tensor: String,
+    indices: Vec<String>,
+}
+
+/// The right side.
+#[derive(Clone, Debug, PartialEq)]
+enum Term {
+    Access(Access),
+    Number(f64),
+    Binary(char, Box<Term>, Box<Term>),
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn err<T>(&self, message: impl Into<String>) -> R<T> {
+        let column = self.text[..self.pos].chars().count() + 1;
+        Err(EinsumError::Syntax { message: message.into(), column, text: self.text.to_string(), caret: " ".repeat(column - 1) })
+    }
+
+    fn skip(&mut self) {
+        while self.text[self.pos..].starts_with(char::is_whitespace) {
+            self.pos += self.text[self.pos..].chars().next().map_or(1, char::len_utf8);
+        }
+    }
+
+    fn peek(&mut self) -> Option<char> {
+        self.skip();
+        self.text[self.pos..].chars().next()
+    }
+
+    fn eat(&mut self, c: char) -> R<()> {
+        match self.peek() {
+            Some(x) if x == c => {
+                self.pos += c.len_utf8();
+                Ok(())
+            }
+            Some(x) => self.err(format!("expected `{c}`, found `{x}`")),
+            None => self.err(format!("expected `{c}`, found the end")),
+        }
+    }
+
+    fn ident(&mut self) -> R<String> {
+        self.skip();
+        let rest = &self.text[self.pos..];
+        let len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        if len == 0 || rest.starts_with(|c: char| c.is_ascii_digit()) {
+            return self.err("expected a name");
+        }
+        self.pos += len;
+        Ok(rest[..len].to_string())
+    }
+
+    fn access(&mut self) -> R<Access> {
+        let tensor = self.ident()?;
+        self.eat('(')?;
+        let mut indices = Vec::new();
+        if self.peek() != Some(')') {
+            loop {
+                indices.push(self.ident()?);
+                if self.peek() != Some(',') {
+                    break;
+                }
+                self.eat(',')?;
+            }
+        }
+        self.eat(')')?;
+        Ok(Access { tensor, indices })
+    }
+
+    fn factor(&mut self) -> R<Term> {
+        match self.peek() {
+            Some('(') => {
+                self.eat('(')?;
+                let t = self.sum()?;
+                self.eat(')')?;
+                Ok(t)
+            }
+            Some(c) if c.is_ascii_digit() || c == '.' => {
+                let rest = &self.text[self.pos..];
+                let len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E')).unwrap_or(rest.len());
+                let v: f64 = match rest[..len].parse() {
+                    Ok(v) => v,
+                    Err(_) => return self.err(format!("`{}` is not a number", &rest[..len])),
+                };
+                self.pos += len;
+                Ok(Term::Number(v))
+            }
+            Some('-') => {
+                self.eat('-')?;
+                let t = self.factor()?;
+                Ok(Term::Binary('*', Box::new(Term::Number(-1.0)), Box::new(t)))
+            }
+            Some(_) => Ok(Term::Access(self.access()?)),
+            None => self.err("expected a tensor or a number, found the end"),
+        }
+    }
+
+    fn product(&mut self) -> R<Term> {
+        let mut t = self.factor()?;
+        while self.peek() == Some('*') {
+            self.eat('*')?;
+            t = Term::Binary('*', Box::new(t), Box::new(self.factor()?));
+        }
+        Ok(t)
+    }
+
+    fn sum(&mut self) -> R<Term> {
+        let mut t = self.product()?;
+        while let Some(op @ ('+' | '-')) = self.peek() {
+            self.eat(op)?;
+            t = Term::Binary(op, Box::new(t), Box::new(self.product()?));
+        }
+        Ok(t)
+    }
+}
+
+fn accesses<'t>(t: &'t Term, out: &mut Vec<&'t Access>) {
+    match t {
+        Term::Access(a) => out.push(a),
+        Term::Number(_) => {}
+        Term::Binary(_, a, b) => {
+            accesses(a, out);
+            accesses(b, out);
+        }
+    }
+}
+
+/// The levels of a tensor in `format`, `true` where compressed.
+fn levels(format: Format, rank: usize) -> Vec<bool> {
+    match format {
+        Format::Dense => vec![false; rank],
+        Format::Csr | Format::Csf => (0..rank).map(|d| d > 0).collect(),
+    }
+}
+
+/// The `.sptir` text of a Stage-I function `name` computing `expr` with the tensors' formats
+/// (unnamed tensors are dense). The text parses and verifies.
+pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String> {
+    let mut p = Parser { text: expr, pos: 0 };
+    let out = p.access()?;
+    p.eat('=')?;
+    let rhs = p.sum()?;
+    if let Some(c) = p.peek() {
+        return p.err(format!("unexpected `{c}` after the expression"));
+    }
+    let mut all = vec![&out];
+    accesses(&rhs, &mut all);
+    // Each tensor: one arity and one format.
+    let mut tensors: Vec<(String, usize, Format)> = Vec::new();
+    for a in &all {
+        let distinct: BTreeSet<&String> = a.indices.iter().collect();
+        if distinct.len() != a.indices.len() {
+            return Err(EinsumError::Unsupported(format!("`{}` repeats an index (diagonals are not supported)", a.tensor)));
+        }
+        match tensors.iter().find(|t| t.0 == a.tensor) {
+            Some(t) if t.1 != a.indices.len() => {
+                return Err(EinsumError::Invalid(format!("`{}` has {} indices in one place and {} in another", a.tensor, t.1, a.indices.len())))
+            }
+            Some(_) => {}
+            None => {
+                let f = formats.iter().find(|(n, _)| *n == a.tensor).map_or(Format::Dense, |x| x.1);
+                tensors.push((a.tensor.clone(), a.indices.len(), f));
+            }
+        }
+    }
+    for (n, _) in formats {
+        if !tensors.iter().any(|t| t.0 == *n) {
+            return Err(EinsumError::Format(format!("--format names `{n}`, which the expression does not use")));
+        }
+    }
+    if all[1..].iter().any(|a| a.tensor == out.tensor) {
+        return Err(EinsumError::Unsupported(format!("`{}` is both written and read", out.tensor)));
+    }
+    for (n, rank, f) in &tensors {
+        match (f, rank) {
+            (Format::Csr, r) if *r != 2 => return Err(EinsumError::Format(format!("`{n}` has {r} indices; csr takes 2"))),
+            (Format::Csf, r) if *r < 2 => return Err(EinsumError::Format(format!("`{n}` has {r} indices; csf takes 2 or more"))),
+            _ => {}
+        }
+        if tensors.iter().any(|t| t.0 != *n && t.0.to_lowercase() == n.to_lowercase()) {
+            return Err(EinsumError::Invalid(format!("tensor names `{n}` and another differ only in case")));
+        }
+    }
+    // The one sparse structure: every non-dense access has the same indices and format.
+    let sparse: Vec<&&Access> = all.iter().filter(|a| tensors.iter().any(|t| t.0 == a.tensor && t.2 != Format::Dense)).collect();
+    let owner: Option<Access> = sparse.first().map(|a| (**a).clone());
+    if let Some(o) = &owner {
+        let fmt = |a: &Access| tensors.iter().find(|t| t.0 == a.tensor).map(|t| t.2);
+        if let Some(other) = sparse.iter().find(|a| a.indices != o.indices || fmt(a) != fmt(o)) {
+            return Err(EinsumError::Unsupported(format!(
+                "`{}` and `{}` are sparse over different patterns; co-iteration over two sparse structures \
+                 (sparse add, element-wise multiply of two patterns, SpGEMM) is not supported yet",
+                o.tensor, other.tensor
+            )));
+        }
+    }
+    // Loop order: the structure's levels, then the other indices by first appearance.
+    let mut order: Vec<String> = owner.as_ref().map_or_else(Vec::new, |o| o.indices.clone());
+    for a in &all {
+        for i in &a.indices {
+            if !order.contains(i) {
+                order.push(i.clone());
+            }
+        }
+    }
+    let compressed: Vec<String> = owner.as_ref().map_or_else(Vec::new, |o| {
+        let f = tensors.iter().find(|t| t.0 == o.tensor).map_or(Format::Dense, |t| t.2);
+        o.indices.iter().zip(levels(f, o.indices.len())).filter(|(_, c)| *c).map(|(i, _)| i.clone()).collect()
+    });
+    let taken: BTreeSet<String> = tensors.iter().map(|t| t.0.clone()).collect();
+    let axis_of = |i: &str| {
+        let base = i.to_uppercase();
+        if taken.contains(&base) {
+            format!("{base}_ax")
+        } else {
+            base
+        }
+    };
+    let owner_handle = owner.as_ref().map(|o| o.tensor.to_lowercase()).unwrap_or_default();
+    // Parameters, axes and buffers.
+    let mut params: Vec<String> = tensors.iter().map(|t| format!("{}: handle", t.0.to_lowercase())).collect();
+    let mut scalars: Vec<String> = Vec::new();
+    let mut axes = String::new();
+    let suffix = |i: &str| if compressed.len() > 1 { format!("_{i}") } else { String::new() };
+    for (d, i) in order.iter().enumerate() {
+        scalars.push(format!("n_{i}: i32"));
+        if compressed.contains(i) {
+            let parent = axis_of(&order[d - 1]);
+            let s = suffix(i);
+            params.push(format!("indptr_{owner_handle}{s}: handle"));
+            params.push(format!("indices_{owner_handle}{s}: handle"));
+            scalars.push(format!("nnz_{owner_handle}{s}: i32"));
+            let _ = writeln!(
+                axes,
+                "  axis {} = sparse_variable({parent}, n_{i}, nnz_{owner_handle}{s}, indptr_{owner_handle}{s}, indices_{owner_handle}{s})",
+                axis_of(i)
+            );
+        } else {
+            let _ = writeln!(axes, "  axis {} = dense_fixed(n_{i})", axis_of(i));
+        }
+    }
+    for i in &compressed {
+        let dense_use = all.iter().any(|a| !sparse.iter().any(|s| s.tensor == a.tensor) && a.indices.contains(i));
+        if dense_use {
+            let _ = writeln!(axes, "  axis {}_detach = dense_fixed(n_{i})", axis_of(i));
+        }
+    }
+    let mut buffers = String::new();
+    for (n, _, f) in &tensors {
+        let a = all.iter().find(|a| a.tensor == *n).expect("every tensor is accessed");
+        let dims: Vec<String> = a
+            .indices
+            .iter()
+            .map(|i| if *f == Format::Dense && compressed.contains(i) { format!("{}_detach", axis_of(i)) } else { axis_of(i) })
+            .collect();
+        let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{}], f32)", n.to_lowercase(), dims.join(", "));
+    }
+    let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
+    fn term_text(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
+        match t {
+            Term::Access(a) => index(a),
+            Term::Number(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.1}"),
+            Term::Number(v) => format!("{v:?}"),
+            Term::Binary(op, a, b) => {
+                let p = if *op == '*' { 2 } else { 1 };
+                let s = format!("{} {op} {}", term_text(a, index, p), term_text(b, index, p + 1));
+                if p < prec {
+                    format!("({s})")
+                } else {
+                    s
+                }
+            }
+        }
+    }
+    let value = term_text(&rhs, &index, 0);
+    let kinds: String = order.iter().map(|i| if out.indices.contains(i) { 'S' } else { 'R' }).collect();
+    let iters: Vec<String> = order.iter().map(|i| axis_of(i)).collect();
+    let lhs = index(&out);
+    let body = if kinds.contains('R') {
+        format!("    init {{\n      {lhs} = 0.0\n    }}\n    {lhs} = {lhs} + {}\n", if matches!(rhs, Term::Binary('+' | '-', ..)) { format!("({value})") } else { value })
+    } else {
+        format!("    {lhs} = {value}\n")
+    };
+    params.extend(scalars);
+    let text = format!(
+        "# {expr}\nfunc {name}({}) {{\n{axes}{buffers}  sp_iter {name}([{}], \"{kinds}\") as [{}] {{\n{body}  }}\n}}\n",
+        params.join(", "),
+        iters.join(", "),
+        order.join(", ")
+    );
+    check(&text)?;
+    Ok(text)
+}
+
+/// Parses and verifies a generated program.
+fn check(text: &str) -> R<Func> {
+    let f = sparsec_ir::text::parse_func("einsum.sptir", text).map_err(|e: ParseError| EinsumError::Generated(format!("{e}\n{text}")))?;
+    sparsec_ir::verify::verify_func(&f).map_err(|errs| {
+        EinsumError::Generated(format!("{}\n{text}", errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")))
+    })?;
+    Ok(f)
+}
+
+/// [`program`], parsed and verified: the Stage-I function (the Rust entry point).
+pub fn func(name: &str, expr: &str, formats: &[(String, Format)]) -> R<Func> {
+    check(&program(name, expr, formats)?)
+}
