@@ -94,9 +94,38 @@ pub fn run(
     args: &Args,
     checked: bool,
 ) -> Result<Args, BackendError> {
+    prepare(backend, loaded, stage1, lowered, args, checked)?.run()
+}
+
+/// A program ready to run any number of times on its arguments: checked and compiled by
+/// [`prepare`], with the time each of those steps took (`sparsec bench` reports them).
+pub struct Prepared<'a> {
+    loaded: &'a Loaded,
+    backend: String,
+    compiled: Box<dyn Compiled>,
+    args: Args,
+    sites: Option<Vec<sparsec_passes::Site>>,
+    /// Checking the arguments against the Stage-I function (zero for the interpreter).
+    pub check_time: std::time::Duration,
+    /// Compiling (for the interpreter, nothing to speak of).
+    pub compile_time: std::time::Duration,
+}
+
+/// The first half of [`run`]: the argument checks (or the code's own, with `checked`) and
+/// the compilation.
+pub fn prepare<'a>(
+    backend: &dyn Backend,
+    loaded: &'a Loaded,
+    stage1: &Func,
+    lowered: &Func,
+    args: &Args,
+    checked: bool,
+) -> Result<Prepared<'a>, BackendError> {
+    let start = std::time::Instant::now();
     if !backend.checks_indices() {
         crate::driver::check_compiled_args(loaded, stage1, args, checked)?;
     }
+    let check_time = start.elapsed();
     let mut args = args.clone();
     let (program, sites) = if checked {
         let (g, sites) = sparsec_passes::insert_checks(lowered)?;
@@ -106,17 +135,26 @@ pub fn run(
         (lowered.clone(), None)
     };
     let name = backend.name().to_string();
+    let start = std::time::Instant::now();
     let compiled = backend.compile(&program).map_err(|message| BackendError::Compile { backend: name.clone(), message })?;
-    let mut out = compiled.run(&args).map_err(|message| BackendError::Run { backend: name, message })?;
-    if let Some(sites) = sites {
-        let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
-            Some(Array::I64(v)) => v,
-            _ => return Err(ArgsRefused(format!("{}: the checked run returned no fault array", loaded.name)).into()),
-        };
-        if let Some(f) = sparsec_passes::Fault::decode(&sites, &fault) {
-            let text = SourceFile::new(&loaded.name, &loaded.text).render(f.span(), &format!("checked run: {f}"));
-            return Err(ArgsRefused(text).into());
+    let compile_time = start.elapsed();
+    Ok(Prepared { loaded, backend: name, compiled, args, sites, check_time, compile_time })
+}
+
+impl Prepared<'_> {
+    /// Runs the program once on its arguments (each run starts from them afresh).
+    pub fn run(&self) -> Result<Args, BackendError> {
+        let mut out = self.compiled.run(&self.args).map_err(|message| BackendError::Run { backend: self.backend.clone(), message })?;
+        if let Some(sites) = &self.sites {
+            let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
+                Some(Array::I64(v)) => v,
+                _ => return Err(ArgsRefused(format!("{}: the checked run returned no fault array", self.loaded.name)).into()),
+            };
+            if let Some(f) = sparsec_passes::Fault::decode(sites, &fault) {
+                let text = SourceFile::new(&self.loaded.name, &self.loaded.text).render(f.span(), &format!("checked run: {f}"));
+                return Err(ArgsRefused(text).into());
+            }
         }
+        Ok(out)
     }
-    Ok(out)
 }

@@ -99,6 +99,10 @@ enum Cmd {
     /// Run a function on concrete data: the reference interpreter at any stage, or generated
     /// code (mlir-cpu, cubecl-wgpu, cubecl-cuda) at Stage III.
     Run(run::RunArgs),
+    /// Time a function: set up and compile once, then run it `--repeat` times (after
+    /// `--warmup` untimed runs) and print the time of each step (parse, bind, lower, check,
+    /// compile) and the runs' minimum, median and maximum. Takes `run`'s options.
+    Bench(run::BenchArgs),
 }
 
 /// Which functions of a file, and how they are scheduled (`lower`, `gpu-report`).
@@ -523,6 +527,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             }
         }
         Cmd::Run(args) => run::run(args, out)?,
+        Cmd::Bench(args) => run::bench(args, out)?,
     }
     Ok(())
 }

@@ -59,6 +59,9 @@ pub struct RunArgs {
     /// index arithmetic cannot be proven in range before the run (slower).
     #[arg(long)]
     checked: bool,
+    /// The subcommand, for messages (`run` or `bench`).
+    #[arg(skip = "run")]
+    command: &'static str,
 }
 
 /// Parses `NAME=VALUE` (`--matrix`, `--input`, `--scalar`; `gpu-report --matrix` too).
@@ -71,14 +74,31 @@ where
     Ok((k.to_string(), v))
 }
 
-/// Runs the command, appending what it prints to `out`.
-pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+/// What `run` and `bench` set up before anything runs: the program lowered to the stage run,
+/// its arguments, and how long each step took.
+struct Setup {
+    loaded: driver::Loaded,
+    /// The function as written.
+    stage1: sparsec::ir::Func,
+    /// The function lowered (a decomposition of it, where the GPU default cuts rows).
+    func: sparsec::ir::Func,
+    lowered: sparsec::ir::Func,
+    args: sparsec::ir::data::Args,
+    /// Segment length where the GPU default cut the rows.
+    segmented: Option<usize>,
+    /// (step, time): parse and verify, bind inputs, schedule and lower.
+    times: Vec<(&'static str, std::time::Duration)>,
+}
+
+fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
+    let start = Instant::now();
     let loaded = driver::load(&a.file)?;
-    let func = loaded.func(a.func.as_deref())?;
+    let stage1 = loaded.func(a.func.as_deref())?.clone();
+    let mut times = vec![("parse + verify", start.elapsed())];
     let default =
         if a.backend == Backend::Interp && a.auto.is_none() && !a.checked { StageArg::One } else { StageArg::Three };
     let stage = match a.stage.unwrap_or(default) {
-        StageArg::All => return Err("run takes one stage (--stage 1, 2 or 3), not `all`".into()),
+        StageArg::All => return Err(format!("{} takes one stage (--stage 1, 2 or 3), not `all`", a.command).into()),
         StageArg::One => Stage::I,
         StageArg::Two => Stage::II,
         StageArg::Three => Stage::III,
@@ -89,8 +109,17 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     if a.checked && stage != Stage::III {
         return Err("--checked checks the generated code: it needs Stage III".into());
     }
-    let spec = RunSpec { inputs: a.inputs, scalars: a.scalars, block: a.block, seed: a.seed, ..matrix_spec(a.matrices, a.feat) };
-    let mut args = driver::bind_run(func, &spec)?;
+    let start = Instant::now();
+    let spec = RunSpec {
+        inputs: a.inputs.clone(),
+        scalars: a.scalars.clone(),
+        block: a.block,
+        seed: a.seed,
+        ..matrix_spec(a.matrices.clone(), a.feat)
+    };
+    let mut args = driver::bind_run(&stage1, &spec)?;
+    times.push(("bind inputs", start.elapsed()));
+    let start = Instant::now();
     // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
     // would run in a single unit.
     let gpu = matches!(a.backend, Backend::CubeclWgpu | Backend::CubeclCuda);
@@ -98,27 +127,37 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     let trace = a.schedule.as_deref().map(driver::read_trace).transpose()?;
     // On a GPU backend the default SpMM runs over row segments where the rows vary.
     let segmented = match (gpu, auto, &trace) {
-        (true, Some(Auto::Gpu), None) => driver::gpu_row_segments(func, &mut args),
+        (true, Some(Auto::Gpu), None) => driver::gpu_row_segments(&stage1, &mut args),
         _ => None,
     };
-    let stage1 = func;
-    let func = segmented.as_ref().map_or(func, |(g, _)| g);
+    let (func, segmented) = match segmented {
+        Some((g, len)) => (g, Some(len)),
+        None => (stage1.clone(), None),
+    };
     let stages = match backends::plan(trace, auto) {
         // Only as far as the stage run: a Stage-I run needs no lowering.
-        driver::Plan::Plain => vec![driver::lower(func, stage)?],
-        plan => driver::lower_with(func, &plan)?,
+        driver::Plan::Plain => vec![driver::lower(&func, stage)?],
+        plan => driver::lower_with(&func, &plan)?,
     };
     let lowered = stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
     })?;
+    times.push(("schedule + lower", start.elapsed()));
+    Ok(Setup { loaded, stage1, func, lowered, args, segmented, times })
+}
+
+/// Runs the command, appending what it prints to `out`.
+pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    let s = setup(&a)?;
     let runner = backends::runner(a.backend)?;
     let start = Instant::now();
-    let out = sparsec::backend::run(runner.as_ref(), &loaded, func, &lowered, &args, a.checked)?;
+    let out = sparsec::backend::run(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.args, a.checked)?;
     let elapsed = start.elapsed();
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;
     }
     // The program's own outputs (not what a decomposition's preprocess writes).
+    let stage1 = &s.stage1;
     for b in driver::written_buffers(stage1) {
         let buf = &stage1.buffers[b];
         let sparsec::ir::Storage::Param(p) = buf.storage else { continue };
@@ -131,10 +170,82 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         }
     }
     let backend = backend_name(a.backend);
-    writeln!(out_text, "stage {} on {backend}: {:.3} ms", lowered.stage, elapsed.as_secs_f64() * 1e3)?;
-    if let Some((_, len)) = &segmented {
+    writeln!(out_text, "stage {} on {backend}: {:.3} ms", s.lowered.stage, elapsed.as_secs_f64() * 1e3)?;
+    if let Some(len) = s.segmented {
         writeln!(out_text, "--auto gpu: the rows of A vary, so they ran as segments of at most {len} entries (docs/gpu-estimate.md)")?;
     }
+    Ok(())
+}
+
+/// Arguments of `sparsec bench`: those of `run`, and how often to run.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Timed runs.
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `sparsec bench`: sets up and compiles once, runs `--warmup` times untimed and `--repeat`
+/// times timed, and prints each step's time and the runs' minimum, median and maximum.
+pub fn bench(mut b: BenchArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    if b.repeat == 0 {
+        return Err("bench: --repeat must be at least 1".into());
+    }
+    if b.run.output.is_some() {
+        return Err("bench writes no outputs: use `sparsec run --output` for them".into());
+    }
+    b.run.command = "bench";
+    let s = setup(&b.run)?;
+    let runner = backends::runner(b.run.backend)?;
+    let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.args, b.run.checked)?;
+    for _ in 0..b.warmup {
+        prepared.run()?;
+    }
+    let mut runs = Vec::with_capacity(b.repeat);
+    for _ in 0..b.repeat {
+        let start = Instant::now();
+        prepared.run()?;
+        runs.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    runs.sort_by(f64::total_cmp);
+    let median = if runs.len() % 2 == 1 { runs[runs.len() / 2] } else { (runs[runs.len() / 2 - 1] + runs[runs.len() / 2]) / 2.0 };
+    let mut steps: Vec<(&str, f64)> = s.times.iter().map(|(k, t)| (*k, t.as_secs_f64() * 1e3)).collect();
+    steps.push(("check arguments", prepared.check_time.as_secs_f64() * 1e3));
+    steps.push(("compile", prepared.compile_time.as_secs_f64() * 1e3));
+    let backend = backend_name(b.run.backend);
+    let (min, max) = (runs[0], runs[runs.len() - 1]);
+    if b.json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("function".into(), s.stage1.name.clone().into());
+        obj.insert("backend".into(), backend.clone().into());
+        obj.insert("stage".into(), s.lowered.stage.to_string().into());
+        let step_obj: serde_json::Map<String, serde_json::Value> = steps.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+        obj.insert("steps_ms".into(), step_obj.into());
+        obj.insert("runs_ms".into(), runs.clone().into());
+        obj.insert("min_ms".into(), min.into());
+        obj.insert("median_ms".into(), median.into());
+        obj.insert("max_ms".into(), max.into());
+        writeln!(out_text, "{}", serde_json::Value::Object(obj))?;
+        return Ok(());
+    }
+    writeln!(
+        out_text,
+        "bench {} on {backend} (Stage {}): {} runs after {} warm-up",
+        s.stage1.name, s.lowered.stage, b.repeat, b.warmup
+    )?;
+    for (k, v) in &steps {
+        writeln!(out_text, "  {k:<18} {v:>10.3} ms")?;
+    }
+    writeln!(out_text, "  {:<18} min {min:.4} ms  median {median:.4} ms  max {max:.4} ms", "run")?;
+    writeln!(out_text, "  (a run: arguments in, the kernels, results out)")?;
     Ok(())
 }
 

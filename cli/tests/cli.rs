@@ -658,3 +658,30 @@ fn einsum_writes_a_program_that_runs_like_the_corpus() {
     fails_with(&["einsum", "C(i) = A(i)", "--format", "A=coo"], &["unknown format `coo`"]);
 }
 
+
+/// `sparsec bench` compiles once and times the runs: every step appears, the statistics are
+/// ordered and count `--repeat` runs, on the interpreter and on mlir-cpu; misuse is refused.
+#[test]
+fn bench_times_each_step_and_the_runs() {
+    let dir = tmp("bench");
+    let a = dir.join("a.mtx");
+    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 1 4.0\n").unwrap();
+    let mat = format!("A={}", a.display());
+    for backend in ["interp", "mlir-cpu"] {
+        let o = sparsec(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", backend, "--repeat", "5", "--json"]);
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+        assert_eq!(v["backend"], backend);
+        assert_eq!(v["runs_ms"].as_array().map(Vec::len), Some(5), "{v}");
+        let (min, med, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
+        assert!(0.0 < min && min <= med && med <= max, "{v}");
+        for step in ["parse + verify", "bind inputs", "schedule + lower", "check arguments", "compile"] {
+            assert!(v["steps_ms"][step].as_f64().is_some_and(|t| t >= 0.0), "{step}: {v}");
+        }
+    }
+    let o = sparsec(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "2"]);
+    assert!(o.status.success() && stdout(&o).contains("bench csrmm on interp (Stage I): 2 runs after 1 warm-up"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("  run                min "), "{}", stdout(&o));
+    fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "0"], &["--repeat must be at least 1"]);
+    fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--stage", "all"], &["bench takes one stage"]);
+}
