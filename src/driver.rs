@@ -94,6 +94,63 @@ pub fn gpu_row_segments(func: &Func, args: &mut sparsec_ir::data::Args) -> Optio
     Some((g, len))
 }
 
+/// Binds the pieces of a hyb decomposition (`passes::hyb_rules`: buffers `<X>_hyb_<p>_<b>`,
+/// bucket `b` of column part `p`, `2^b` entries wide) from the CSR matrix bound to `X`, as
+/// `formats::compose::Hyb` cuts it; the program's preprocess then copies the values. Returns
+/// whether the function has such pieces. A decomposed program thus runs from `--matrix X=FILE`
+/// alone, like the program it came from.
+pub fn bind_hyb_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result<bool, RunError> {
+    use sparsec_ir::data::Array;
+    // (original buffer, part, bucket) of every piece.
+    let mut pieces: Vec<(String, usize, usize, sparsec_ir::BufferId)> = Vec::new();
+    for (h, b) in func.buffers.iter().filter(|(_, b)| b.dtype.is_float()) {
+        let mut it = b.name.rsplitn(3, '_');
+        let (Some(bucket), Some(part), Some(rest)) = (it.next(), it.next(), it.next()) else { continue };
+        let (Ok(bucket), Ok(part), Some(orig)) = (bucket.parse::<usize>(), part.parse::<usize>(), rest.strip_suffix("_hyb")) else { continue };
+        pieces.push((orig.to_string(), part, bucket, h));
+    }
+    let Some(orig) = pieces.first().map(|p| p.0.clone()) else { return Ok(false) };
+    let fail = |m: String| RunError::Decomposed(format!("hyb pieces of `{orig}`: {m}"));
+    let a = func.buffer_by_name(&orig).ok_or_else(|| fail(format!("no buffer `{orig}`")))?;
+    let (parts, buckets) = (pieces.iter().map(|p| p.1).max().unwrap_or(0) + 1, pieces.iter().map(|p| p.2).max().unwrap_or(0) + 1);
+    if buckets > 25 || pieces.len() != parts * buckets || pieces.iter().any(|p| p.0 != orig) {
+        return Err(fail(format!("expected {parts} part(s) of {buckets} bucket(s) each, found {} piece(s)", pieces.len())));
+    }
+    for (_, _, b, h) in &pieces {
+        let width = match &func.buffers[*h].layout {
+            sparsec_ir::Layout::Sparse(axes) => axes.last().and_then(|&x| func.axes[x].fixed_row_extent()).and_then(|e| e.as_int()),
+            _ => None,
+        };
+        if width != Some(1 << b) {
+            return Err(fail(format!("bucket `{}` is not {} entries wide", func.buffers[*h].name, 1 << b)));
+        }
+    }
+    let sparsec_ir::Layout::Sparse(axes) = &func.buffers[a].layout else { return Err(fail("not a sparse buffer".into())) };
+    let [_, j] = axes.as_slice() else { return Err(fail("not a 2-axis (CSR) buffer".into())) };
+    let axis = &func.axes[*j];
+    let (Some(indptr), Some(indices), sparsec_ir::Storage::Param(values)) = (axis.indptr, axis.indices, func.buffers[a].storage) else {
+        return Err(fail("not a CSR buffer".into()));
+    };
+    let name = |p: sparsec_ir::ParamId| func.params[p].name.clone();
+    let ints = |p: sparsec_ir::ParamId| -> Result<Vec<i64>, RunError> {
+        match args.arrays.get(&name(p)) {
+            Some(Array::I32(v)) => Ok(v.iter().map(|&x| x as i64).collect()),
+            Some(Array::I64(v)) => Ok(v.clone()),
+            _ => Err(fail(format!("bind the matrix to `{orig}` (--matrix {orig}=FILE)"))),
+        }
+    };
+    let (ptr, cols) = (ints(indptr)?, ints(indices)?);
+    let vals = match args.arrays.get(&name(values)) {
+        Some(Array::F32(v)) => v.clone(),
+        _ => return Err(fail(format!("bind the matrix to `{orig}` (--matrix {orig}=FILE)"))),
+    };
+    let n = eval_size(func, &axis.length, args).and_then(|x| usize::try_from(x).ok()).ok_or_else(|| fail("the column count is not bound".into()))?;
+    let csr = sparsec_formats::Csr::<i64, f32>::try_new(ptr.len().saturating_sub(1), n, ptr, cols, vals).map_err(|e| fail(e.to_string()))?;
+    let hyb = sparsec_formats::compose::Hyb::from_csr(&csr, parts, buckets as u32 - 1).map_err(|e| fail(e.to_string()))?;
+    sparsec_formats::bind_hyb(args, &hyb)?;
+    Ok(true)
+}
+
 /// Arguments refused before compiled code runs ([`check_compiled_args`]), rendered with
 /// `file:line:col` where they concern a statement.
 #[derive(Debug, thiserror::Error)]
@@ -334,6 +391,9 @@ pub enum RunError {
     /// A scalar parameter has no value.
     #[error("scalar `{0}` is not bound: pass --scalar {0}=VALUE (or an --input file whose shape gives it)")]
     UnboundScalar(String),
+    /// The pieces of a decomposed program cannot be built from the matrix bound to it.
+    #[error("{0}")]
+    Decomposed(String),
     /// A scalar value that its parameter's dtype cannot hold.
     #[error("{flag}: scalar `{name}` expects {expected}, found `{value}`")]
     BadScalar {
@@ -595,6 +655,7 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         }
     }
     let mut args = binder.finish();
+    bind_hyb_pieces(func, &mut args)?;
     // Scalars, and the flag that set each (for messages about the sizes they give).
     let mut flags: Vec<(String, String)> = Vec::new();
     let scalar_dtype = |p: sparsec_ir::ParamId| match func.params[p].kind {

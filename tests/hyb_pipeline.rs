@@ -134,3 +134,37 @@ fn the_selector_picks_segments_where_rows_vary() {
     assert_eq!(sparsec::schedule::auto::gpu_row_segments([5, 5, 5]), None);
     assert_eq!(sparsec::schedule::auto::gpu_row_segments([1, 1, 1, 100]), Some(32));
 }
+
+/// `sparsec run examples/hyb.sptir --matrix A=FILE --input B=FILE` binds the hyb pieces from
+/// the matrix alone (`driver::bind_hyb_pieces`): on every shared matrix and on generated ones
+/// (written as Matrix Market files), C equals plain csrmm's on the same inputs.
+#[test]
+fn run_binds_the_decomposed_program_from_the_matrix_alone() {
+    use sparsec::driver::{bind_run, RunSpec};
+    let dir = std::env::temp_dir().join(format!("sparsec_hyb_run_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hyb = parse_func("hyb.sptir", &std::fs::read_to_string(path("hyb.sptir")).unwrap()).unwrap();
+    let csrmm = common::workload("csrmm");
+    let mut files: Vec<(String, std::path::PathBuf)> = sparsec::formats::shared_matrices();
+    for (name, m) in common::generated_matrices() {
+        let p = dir.join(format!("{name}.mtx"));
+        sparsec::formats::mtx::write_mtx_path(&p, &m.to_csr()).unwrap();
+        files.push((name, p));
+    }
+    let feat = 5;
+    let mut ran = 0;
+    for (name, file) in &files {
+        let cols = sparsec::formats::mtx::read_mtx_path::<i64, f32>(file).unwrap().shape().1;
+        let b = dir.join(format!("{name}_b.npy"));
+        let values: Vec<f32> = (0..cols * feat).map(|x| (x % 11) as f32 / 8.0 - 0.5).collect();
+        sparsec::npy::write(&b, &sparsec::ir::data::Array::F32(values), &[cols as u64, feat as u64]).unwrap();
+        let spec = RunSpec { matrices: vec![("A".into(), file.clone())], inputs: vec![("B".into(), b)], block: 4, ..RunSpec::default() };
+        let (hyb_args, plain_args) = (bind_run(&hyb, &spec).unwrap_or_else(|e| panic!("{name}: {e}")), bind_run(&csrmm, &spec).unwrap());
+        let got = sparsec::interp::run(&hyb, &hyb_args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want = sparsec::interp::run(&csrmm, &plain_args).unwrap();
+        common::assert_close(&format!("hyb run on {name}"), &common::output_f32(&got, "c"), &common::output_f32(&want, "c"), 1e-5);
+        ran += 1;
+    }
+    assert!(ran >= 7, "ran on {ran} matrices");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -685,3 +685,24 @@ fn bench_times_each_step_and_the_runs() {
     fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "0"], &["--repeat must be at least 1"]);
     fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--stage", "all"], &["bench takes one stage"]);
 }
+
+/// A decomposed program runs from the matrix alone: `examples/hyb.sptir` binds its buckets
+/// from `--matrix A` (a 10-entry row is cut into chunks of at most 8) and gives csrmm's C.
+#[test]
+fn run_takes_a_decomposed_program_from_the_matrix_alone() {
+    let dir = tmp("hybrun");
+    let a = dir.join("a.mtx");
+    let mut text = String::from("%%MatrixMarket matrix coordinate real general\n2 12 11\n");
+    for j in 1..=10 {
+        text.push_str(&format!("1 {j} {j}.0\n"));
+    }
+    text.push_str("2 12 -1.5\n");
+    std::fs::write(&a, text).unwrap();
+    let b = dir.join("b.npy");
+    sparsec::npy::write(&b, &sparsec::ir::data::Array::F32((0..24).map(|x| x as f32 / 4.0).collect()), &[12, 2]).unwrap();
+    let run = |p: &str| sparsec(&["run", p, "--matrix", &format!("A={}", a.display()), "--input", &format!("B={}", b.display())]);
+    let (hyb, plain) = (run("examples/hyb.sptir"), run("tests/workloads/csrmm.sptir"));
+    assert!(hyb.status.success() && plain.status.success(), "{}{}", stderr(&hyb), stderr(&plain));
+    let line = |o: &std::process::Output| stdout(o).lines().find(|l| l.starts_with("C ")).map(str::to_string);
+    assert!(line(&plain).is_some() && line(&hyb) == line(&plain), "{}\n{}", stdout(&hyb), stdout(&plain));
+}
