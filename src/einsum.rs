@@ -5,18 +5,23 @@
 //! * The right side sums and multiplies tensor accesses and numbers (`+`, `-`, `*`,
 //!   parentheses). An index that does not appear on the left is summed over.
 //! * Formats: `dense` (the default), `csr` (2-D: dense rows, compressed columns) and `csf`
-//!   (n-D: a dense first level, every other level compressed). Tensors that are not dense
-//!   share one sparse structure: they must have the same indices in the same order and the
-//!   same format (B(i,j) = A(i,j) * 2.5 keeps A's pattern; SDDMM writes C on its own
-//!   pattern). Operations over two different sparse patterns (co-iteration: sparse add,
-//!   SpGEMM) are refused.
-//! * The loops run over the sparse structure's levels first, then the other indices in the
-//!   order they first appear (left side first); an index is spatial (`S`) when the left side
-//!   names it, a reduction (`R`) otherwise.
-//! * Names: tensor `A` is bound to handle `a`, its row pointers and coordinates to
-//!   `indptr_a[_<index>]` and `indices_a[_<index>]`, index `j` has the extent `n_j`, and `A`
-//!   has `nnz_a[_<index>]` stored entries per level. A dense access along a compressed index
-//!   uses a dense copy of that axis (`J_detach`), as the hand-written corpus does.
+//!   (n-D: a dense first level, every other level compressed). Each sparse input has its own
+//!   pattern; a sparse output shares the pattern of the first sparse input with its indices
+//!   and format (`B(i,j) = A(i,j) * 2.5`), or has its own, on which it is computed (SDDMM).
+//! * The loops walk one pattern: the output's, else the first sparse input's. Other sparse
+//!   inputs are looked up (a binary search per access; zero where nothing is stored), which
+//!   is exact: `C(i,k) = A(i,j) * B(j,k)` with both csr gives the dense product. Every term
+//!   must have a factor on the walked pattern (unless the output owns it), since the loops
+//!   skip what it does not store: a sum of two patterns (sparse add) needs co-iteration and
+//!   is refused.
+//! * Loop order: the walked pattern's levels first, then the other indices in the order
+//!   they first appear (left side first); an index is spatial (`S`) when the left side names
+//!   it, a reduction (`R`) otherwise.
+//! * Names: tensor `A` is bound to handle `a`, its pattern to `indptr_a[_<index>]`,
+//!   `indices_a[_<index>]` and `nnz_a[_<index>]` (the suffix per level of a csf tensor),
+//!   index `j` has the extent `n_j`. A dense access along a walked compressed index uses a
+//!   dense copy of that axis (`J_detach`), as the hand-written corpus does; a looked-up
+//!   pattern's compressed axes are named after their index and tensor (`K_b`).
 
 use sparsec_ir::text::ParseError;
 use sparsec_ir::Func;
@@ -212,6 +217,17 @@ fn accesses<'t>(t: &'t Term, out: &mut Vec<&'t Access>) {
     }
 }
 
+/// The terms of the top-level sum of `t`.
+fn summands<'t>(t: &'t Term, out: &mut Vec<&'t Term>) {
+    match t {
+        Term::Binary('+' | '-', a, b) => {
+            summands(a, out);
+            summands(b, out);
+        }
+        _ => out.push(t),
+    }
+}
+
 /// The levels of a tensor in `format`, `true` where compressed.
 fn levels(format: Format, rank: usize) -> Vec<bool> {
     match format {
@@ -268,21 +284,52 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             return Err(EinsumError::Invalid(format!("tensor names `{n}` and another differ only in case")));
         }
     }
-    // The one sparse structure: every non-dense access has the same indices and format.
-    let sparse: Vec<&&Access> = all.iter().filter(|a| tensors.iter().any(|t| t.0 == a.tensor && t.2 != Format::Dense)).collect();
-    let owner: Option<Access> = sparse.first().map(|a| (**a).clone());
-    if let Some(o) = &owner {
-        let fmt = |a: &Access| tensors.iter().find(|t| t.0 == a.tensor).map(|t| t.2);
-        if let Some(other) = sparse.iter().find(|a| a.indices != o.indices || fmt(a) != fmt(o)) {
-            return Err(EinsumError::Unsupported(format!(
-                "`{}` and `{}` are sparse over different patterns; co-iteration over two sparse structures \
-                 (sparse add, element-wise multiply of two patterns, SpGEMM) is not supported yet",
-                o.tensor, other.tensor
-            )));
+    // Patterns: each sparse input has its own; a sparse output shares the first sparse input's
+    // with its indices and format, or has its own (written on a given pattern, as SDDMM).
+    let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
+    let access_of = |t: &str| all.iter().find(|a| a.tensor == t).copied().expect("every tensor is accessed");
+    let sparse_inputs: Vec<&str> = tensors.iter().filter(|t| t.2 != Format::Dense && t.0 != out.tensor).map(|t| t.0.as_str()).collect();
+    let out_owner: Option<&str> = (format_of(&out.tensor) != Format::Dense).then(|| {
+        sparse_inputs
+            .iter()
+            .copied()
+            .find(|t| access_of(t).indices == out.indices && format_of(t) == format_of(&out.tensor))
+            .unwrap_or(out.tensor.as_str())
+    });
+    let owner_of = |t: &str| -> Option<String> {
+        if t == out.tensor {
+            out_owner.map(str::to_string)
+        } else {
+            (format_of(t) != Format::Dense).then(|| t.to_string())
+        }
+    };
+    // The pattern the loops walk: the output's, else the first sparse input's; the other
+    // sparse inputs are looked up (a binary search per access, zero where nothing is stored).
+    let driver: Option<&str> = out_owner.or_else(|| sparse_inputs.first().copied());
+    let levels_of = |t: &str| {
+        let a = access_of(t);
+        a.indices.iter().cloned().zip(levels(format_of(t), a.indices.len())).collect::<Vec<(String, bool)>>()
+    };
+    let compressed: Vec<String> = driver.map_or_else(Vec::new, |d| levels_of(d).into_iter().filter(|x| x.1).map(|x| x.0).collect());
+    // The loops visit only the walked pattern's entries, so every term must be zero off it
+    // (contain a factor on it) — unless the output owns the pattern and is only written
+    // there (SDDMM's sampling).
+    if let Some(d) = driver.filter(|d| *d != out.tensor) {
+        let mut terms = Vec::new();
+        summands(&rhs, &mut terms);
+        for t in terms {
+            let mut inside = Vec::new();
+            accesses(t, &mut inside);
+            if !inside.iter().any(|a| owner_of(&a.tensor).as_deref() == Some(d)) {
+                return Err(EinsumError::Unsupported(format!(
+                    "a term has no factor of `{d}`, so it would be computed only where `{d}` stores entries: \
+                     a sum over other patterns (sparse add) needs co-iteration, which is not supported yet"
+                )));
+            }
         }
     }
-    // Loop order: the structure's levels, then the other indices by first appearance.
-    let mut order: Vec<String> = owner.as_ref().map_or_else(Vec::new, |o| o.indices.clone());
+    // Loop order: the walked pattern's levels, then the other indices by first appearance.
+    let mut order: Vec<String> = driver.map_or_else(Vec::new, |d| access_of(d).indices.clone());
     for a in &all {
         for i in &a.indices {
             if !order.contains(i) {
@@ -290,10 +337,6 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             }
         }
     }
-    let compressed: Vec<String> = owner.as_ref().map_or_else(Vec::new, |o| {
-        let f = tensors.iter().find(|t| t.0 == o.tensor).map_or(Format::Dense, |t| t.2);
-        o.indices.iter().zip(levels(f, o.indices.len())).filter(|(_, c)| *c).map(|(i, _)| i.clone()).collect()
-    });
     let taken: BTreeSet<String> = tensors.iter().map(|t| t.0.clone()).collect();
     let axis_of = |i: &str| {
         let base = i.to_uppercase();
@@ -303,43 +346,57 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             base
         }
     };
-    let owner_handle = owner.as_ref().map(|o| o.tensor.to_lowercase()).unwrap_or_default();
+    // A dense use of index `i`: its dense axis, or a dense copy of a walked compressed level.
+    let dense_axis = |i: &str| if compressed.iter().any(|c| c == i) { format!("{}_detach", axis_of(i)) } else { axis_of(i) };
     // Parameters, axes and buffers.
     let mut params: Vec<String> = tensors.iter().map(|t| format!("{}: handle", t.0.to_lowercase())).collect();
-    let mut scalars: Vec<String> = Vec::new();
+    let mut scalars: Vec<String> = order.iter().map(|i| format!("n_{i}: i32")).collect();
     let mut axes = String::new();
-    let suffix = |i: &str| if compressed.len() > 1 { format!("_{i}") } else { String::new() };
-    for (d, i) in order.iter().enumerate() {
-        scalars.push(format!("n_{i}: i32"));
-        if compressed.contains(i) {
-            let parent = axis_of(&order[d - 1]);
-            let s = suffix(i);
-            params.push(format!("indptr_{owner_handle}{s}: handle"));
-            params.push(format!("indices_{owner_handle}{s}: handle"));
-            scalars.push(format!("nnz_{owner_handle}{s}: i32"));
-            let _ = writeln!(
-                axes,
-                "  axis {} = sparse_variable({parent}, n_{i}, nnz_{owner_handle}{s}, indptr_{owner_handle}{s}, indices_{owner_handle}{s})",
-                axis_of(i)
-            );
-        } else {
+    for i in &order {
+        if !compressed.contains(i) {
             let _ = writeln!(axes, "  axis {} = dense_fixed(n_{i})", axis_of(i));
         }
     }
     for i in &compressed {
-        let dense_use = all.iter().any(|a| !sparse.iter().any(|s| s.tensor == a.tensor) && a.indices.contains(i));
+        let dense_use = tensors.iter().any(|t| owner_of(&t.0).as_deref() != driver && access_of(&t.0).indices.iter().any(|x| x == i) && {
+            // A lookup pattern's root, or a dense tensor.
+            owner_of(&t.0).is_none() || levels_of(&t.0).first().is_some_and(|x| x.0 == *i)
+        });
         if dense_use {
             let _ = writeln!(axes, "  axis {}_detach = dense_fixed(n_{i})", axis_of(i));
         }
     }
+    // The axes of each pattern (the walked one's compressed levels take the indices' names).
+    let mut pattern_axes: Vec<(String, Vec<String>)> = Vec::new();
+    let mut owners: Vec<&str> = driver.into_iter().collect();
+    owners.extend(sparse_inputs.iter().copied().filter(|t| Some(*t) != driver));
+    for p in owners {
+        let h = p.to_lowercase();
+        let lv = levels_of(p);
+        let many = lv.iter().filter(|x| x.1).count() > 1;
+        let mut names = Vec::new();
+        for (d, (i, c)) in lv.iter().enumerate() {
+            if !c {
+                names.push(if Some(p) == driver { axis_of(i) } else { dense_axis(i) });
+                continue;
+            }
+            let s = if many { format!("_{i}") } else { String::new() };
+            let name = if Some(p) == driver { axis_of(i) } else { format!("{}_{h}", axis_of(i)) };
+            params.push(format!("indptr_{h}{s}: handle"));
+            params.push(format!("indices_{h}{s}: handle"));
+            scalars.push(format!("nnz_{h}{s}: i32"));
+            let _ = writeln!(axes, "  axis {name} = sparse_variable({}, n_{i}, nnz_{h}{s}, indptr_{h}{s}, indices_{h}{s})", names[d - 1]);
+            names.push(name);
+        }
+        pattern_axes.push((p.to_string(), names));
+    }
     let mut buffers = String::new();
-    for (n, _, f) in &tensors {
-        let a = all.iter().find(|a| a.tensor == *n).expect("every tensor is accessed");
-        let dims: Vec<String> = a
-            .indices
-            .iter()
-            .map(|i| if *f == Format::Dense && compressed.contains(i) { format!("{}_detach", axis_of(i)) } else { axis_of(i) })
-            .collect();
+    for (n, _, _) in &tensors {
+        let a = access_of(n);
+        let dims: Vec<String> = match owner_of(n).and_then(|o| pattern_axes.iter().find(|x| x.0 == o)) {
+            Some((_, names)) => names.clone(),
+            None => a.indices.iter().map(|i| dense_axis(i)).collect(),
+        };
         let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{}], f32)", n.to_lowercase(), dims.join(", "));
     }
     let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
@@ -363,18 +420,30 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
     let kinds: String = order.iter().map(|i| if out.indices.contains(i) { 'S' } else { 'R' }).collect();
     let iters: Vec<String> = order.iter().map(|i| axis_of(i)).collect();
     let lhs = index(&out);
-    let body = if kinds.contains('R') {
-        format!("    init {{\n      {lhs} = 0.0\n    }}\n    {lhs} = {lhs} + {}\n", if matches!(rhs, Term::Binary('+' | '-', ..)) { format!("({value})") } else { value })
-    } else {
-        format!("    {lhs} = {value}\n")
+    let sum = if matches!(rhs, Term::Binary('+' | '-', ..)) { format!("({value})") } else { value.clone() };
+    // A dense output written on an input's pattern: where the loops do not reach it (no
+    // reduction to initialise it, or a compressed index on the left), it is zeroed first.
+    let walked_input = driver.is_some_and(|d| d != out.tensor) && format_of(&out.tensor) == Format::Dense;
+    let zero_first = walked_input && (!kinds.contains('R') || out.indices.iter().any(|i| compressed.contains(i)));
+    let mut iterations = String::new();
+    if zero_first {
+        let zero_axes: Vec<String> = out.indices.iter().map(|i| dense_axis(i)).collect();
+        let _ = write!(
+            iterations,
+            "  sp_iter zero([{}], \"{}\") as [{}] {{\n    {lhs} = 0.0\n  }}\n",
+            zero_axes.join(", "),
+            "S".repeat(out.indices.len()),
+            out.indices.join(", ")
+        );
+    }
+    let body = match (kinds.contains('R'), zero_first) {
+        (true, false) => format!("    init {{\n      {lhs} = 0.0\n    }}\n    {lhs} = {lhs} + {sum}\n"),
+        (true, true) => format!("    {lhs} = {lhs} + {sum}\n"),
+        (false, _) => format!("    {lhs} = {value}\n"),
     };
+    let _ = write!(iterations, "  sp_iter {name}([{}], \"{kinds}\") as [{}] {{\n{body}  }}\n", iters.join(", "), order.join(", "));
     params.extend(scalars);
-    let text = format!(
-        "# {expr}\nfunc {name}({}) {{\n{axes}{buffers}  sp_iter {name}([{}], \"{kinds}\") as [{}] {{\n{body}  }}\n}}\n",
-        params.join(", "),
-        iters.join(", "),
-        order.join(", ")
-    );
+    let text = format!("# {expr}\nfunc {name}({}) {{\n{axes}{buffers}{iterations}}}\n", params.join(", "));
     check(&text)?;
     Ok(text)
 }

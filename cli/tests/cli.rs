@@ -635,8 +635,8 @@ fn gpu_report_estimates_kernels_and_the_gespmm_peer_on_a_matrix() {
 }
 
 /// `sparsec einsum` writes a program that `run` takes like a hand-written one: SpMM from index
-/// notation gives csrmm's numbers, with `feat_size`/`n_k` taken from B.npy; an expression that
-/// needs co-iteration is refused with exit code 1.
+/// notation gives csrmm's numbers, with `n_k` taken from B.npy; a sparse add, which needs
+/// co-iteration, is refused with exit code 1.
 #[test]
 fn einsum_writes_a_program_that_runs_like_the_corpus() {
     let dir = tmp("einsum");
@@ -654,7 +654,7 @@ fn einsum_writes_a_program_that_runs_like_the_corpus() {
     // C = A B = [[8, 11], [6, 9], [0, 4]]: sum 38.
     assert!(line(&mine).is_some_and(|l| l.contains("6 elements  sum +3.800000e1")), "{}", stdout(&mine));
     assert_eq!(line(&mine), line(&corpus));
-    fails_with(&["einsum", "C(i,j) = A(i,k) * B(k,j)", "--format", "A=csr", "--format", "B=csr"], &["co-iteration over two sparse structures"]);
+    fails_with(&["einsum", "C(i,j) = A(i,j) + B(i,j)", "--format", "A=csr", "--format", "B=csr", "--format", "C=csr"], &["needs co-iteration"]);
     fails_with(&["einsum", "C(i) = A(i)", "--format", "A=coo"], &["unknown format `coo`"]);
 }
 
