@@ -38,6 +38,19 @@ pub enum BackendError {
     /// The checks could not be added.
     #[error("{0}")]
     Checks(#[from] sparsec_passes::PassError),
+    /// A loop written parallel or bound (in a program written at Stage II or III) is not
+    /// proven to be so.
+    #[error("{file}: `{func}` cannot run on {backend}: {why} (the interpreter runs it one iteration after another)")]
+    Unproven {
+        /// The file.
+        file: String,
+        /// The function.
+        func: String,
+        /// The backend.
+        backend: String,
+        /// The primitive's refusal.
+        why: sparsec_schedule::ScheduleError,
+    },
 }
 
 /// A program compiled by a [`Backend`].
@@ -123,6 +136,16 @@ pub fn prepare<'a>(
 ) -> Result<Prepared<'a>, BackendError> {
     let start = std::time::Instant::now();
     if !backend.checks_indices() {
+        // Loops written parallel or bound by hand (a program written at Stage II or III) are
+        // proven as the primitives prove theirs: elsewhere they run at once, not in order.
+        if stage1.stage != sparsec_ir::Stage::I {
+            sparsec_schedule::check_loop_kinds(lowered).map_err(|why| BackendError::Unproven {
+                file: loaded.name.clone(),
+                func: lowered.name.clone(),
+                backend: backend.name().to_string(),
+                why,
+            })?;
+        }
         crate::driver::check_compiled_args(loaded, stage1, args, checked)?;
     }
     let check_time = start.elapsed();

@@ -706,3 +706,35 @@ fn run_takes_a_decomposed_program_from_the_matrix_alone() {
     let line = |o: &std::process::Output| stdout(o).lines().find(|l| l.starts_with("C ")).map(str::to_string);
     assert!(line(&plain).is_some() && line(&hyb) == line(&plain), "{}\n{}", stdout(&hyb), stdout(&plain));
 }
+
+/// A program written at Stage III runs on compiled backends only where its parallel and
+/// bound loops are proven as the primitives prove theirs (the interpreter runs them in
+/// order): a store every block makes to `Y[0]` is refused with the reason (so is any store
+/// outside a block, which the proof cannot see into); a kernel of blocks runs.
+#[test]
+fn loops_written_bound_run_compiled_only_when_proven() {
+    let dir = tmp("proven");
+    let racy = dir.join("racy.sptir");
+    std::fs::write(
+        &racy,
+        "func t(x: handle, y: handle, n: i32) stage III {\n  buffer X = match_buffer(x, [n], f32)\n  buffer Y = match_buffer(y, [1], f32)\n  \
+         for i in blockIdx.x(n) {\n    Y[0] = Y[0] + 1.0\n    X[i] = X[i] * 2.0\n  }\n}\n",
+    )
+    .unwrap();
+    let p = racy.to_str().unwrap();
+    let o = sparsec(&["run", p, "--scalar", "n=5", "--stage", "3"]);
+    assert!(o.status.success() && stdout(&o).contains("Y                     1 elements  sum +5.000000e0"), "{}", stdout(&o));
+    fails_with(&["run", p, "--scalar", "n=5", "--backend", "mlir-cpu"], &[
+        "`t` cannot run on mlir-cpu: loop `i` cannot be bound: the store to `Y` lies outside any block driven by loop `i`",
+    ]);
+    let proven = dir.join("proven.sptir");
+    std::fs::write(
+        &proven,
+        "func t(x: handle, n: i32) stage III {\n  buffer X = match_buffer(x, [n], f32)\n  for i in blockIdx.x(n) {\n    \
+         block b(vi: spatial(n) = i) {\n      reads(X[vi])\n      writes(X[vi])\n      X[vi] = X[vi] * 2.0\n    }\n  }\n}\n",
+    )
+    .unwrap();
+    let o = sparsec(&["run", proven.to_str().unwrap(), "--scalar", "n=5", "--backend", "mlir-cpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+

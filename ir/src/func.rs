@@ -676,14 +676,16 @@ impl LoopNames {
 /// units of a block share (a store whose value or indices read the buffer it writes, or an
 /// `atomic_add`; into a parameter, a global or a shared allocation) that lies outside a loop
 /// bound to one of the kernel's thread indices: every unit that differs only in that index
-/// would repeat the update. GPU backends refuse such a kernel. (A plain store repeated by
-/// several units writes the same value, which is harmless.)
+/// would repeat the update. The same for global memory and the kernel's block indices: every
+/// block along an index the update's loops leave unbound repeats it. GPU backends refuse
+/// such a kernel. (A plain store repeated by several units writes the same value, which is
+/// harmless.)
 pub fn repeated_update(f: &Func, top: &Stmt) -> Option<RepeatedUpdate> {
     let mut tags: Vec<ThreadTag> = Vec::new();
     walk_stmts(std::slice::from_ref(top), &mut |x| {
         if let StmtKind::For(l) = &x.kind {
             if let ForKind::Thread(t) = l.kind {
-                if !t.is_block() && !tags.contains(&t) {
+                if !tags.contains(&t) {
                     tags.push(t);
                 }
             }
@@ -718,20 +720,23 @@ pub fn repeated_update(f: &Func, top: &Stmt) -> Option<RepeatedUpdate> {
         }
         hit
     };
-    let (b, tag) = unbound_update(top, &mut Vec::new(), &tags, &update)?;
+    // Blocks share global memory only (each has its own shared memory).
+    let repeats = |b: BufferId, t: ThreadTag| !t.is_block() || matches!(storage(b), Some(Storage::Param(_) | Storage::Alloc(Scope::Global)));
+    let (b, tag) = unbound_update(top, &mut Vec::new(), &tags, &update, &repeats)?;
     Some(RepeatedUpdate { buffer: f.buffers.try_get(b).map_or_else(|| format!("{b:?}"), |x| x.name.clone()), tag })
 }
 
 /// The first statement under `s` that `update` flags and that some tag of `tags` does not
-/// bind (`bound`: the tags bound around `s`).
+/// bind (`bound`: the tags bound around `s`) along which `repeats` says it repeats.
 fn unbound_update(
     s: &Stmt,
     bound: &mut Vec<ThreadTag>,
     tags: &[ThreadTag],
     update: &dyn Fn(&Stmt) -> Option<BufferId>,
+    repeats: &dyn Fn(BufferId, ThreadTag) -> bool,
 ) -> Option<(BufferId, ThreadTag)> {
     if let Some(b) = update(s) {
-        if let Some(t) = tags.iter().find(|t| !bound.contains(t)) {
+        if let Some(t) = tags.iter().find(|t| !bound.contains(t) && repeats(b, **t)) {
             return Some((b, *t));
         }
     }
@@ -740,7 +745,7 @@ fn unbound_update(
         _ => None,
     };
     bound.extend(tag);
-    let found = s.kind.child_lists().into_iter().flatten().find_map(|c| unbound_update(c, bound, tags, update));
+    let found = s.kind.child_lists().into_iter().flatten().find_map(|c| unbound_update(c, bound, tags, update, repeats));
     if tag.is_some() {
         bound.pop();
     }

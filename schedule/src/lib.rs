@@ -79,6 +79,7 @@ mod trace;
 mod tree;
 
 pub use cache::CacheAt;
+pub use loops::check_loop_kinds;
 pub use error::ScheduleError;
 pub use primitives::Step;
 pub use schedule::{AnnotTarget, BlockRv, IterRv, LoopRv, Schedule, SpIterRv};

@@ -11,7 +11,7 @@ use crate::tree::{self, Path};
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Attrs, BufferId, For, Func, Stmt, StmtKind, VarId};
 use sparsec_ir::injective::{self, Role};
-use sparsec_ir::{walk_stmts, ForKind, IterKind};
+use sparsec_ir::{walk_stmts, ForKind, IterKind, ThreadTag};
 use std::collections::HashMap;
 
 type Result<T> = std::result::Result<T, ScheduleError>;
@@ -280,6 +280,61 @@ impl Walk {
             }
         }
     }
+}
+
+/// Proves the kind of every parallel, vectorized and thread-bound loop of `f` as `parallel`,
+/// `vectorize` and `bind` prove it before setting it: no thread index bound twice on one
+/// path, no reduction iterator driven, iterations independent (or writing through
+/// `atomic_add` only). For programs written at Stage II or III, whose loop kinds no primitive
+/// checked: the interpreter runs such loops one iteration after another, a GPU or a thread
+/// team all at once, so only proven loops mean the same everywhere. Returns the first loop
+/// that fails, with why.
+pub fn check_loop_kinds(f: &Func) -> Result<()> {
+    fn go(f: &Func, stmts: &[Stmt], tags: &mut Vec<(VarId, ThreadTag)>) -> Result<()> {
+        for s in stmts {
+            let mut pushed = false;
+            if let StmtKind::For(l) = &s.kind {
+                let name = Schedule::var_name(f, l.var);
+                if let ForKind::Thread(tag) = l.kind {
+                    if let Some((other, _)) = tags.iter().find(|x| x.1 == tag) {
+                        return Err(ScheduleError::ThreadTagInUse { loop_var: name, tag: tag.name().to_string(), other: Schedule::var_name(f, *other) });
+                    }
+                    tags.push((l.var, tag));
+                    pushed = true;
+                }
+                let action = match l.kind {
+                    ForKind::Parallel => Some("parallelized"),
+                    ForKind::Vectorized => Some("vectorized"),
+                    ForKind::Thread(_) => Some("bound"),
+                    _ => None,
+                };
+                if let Some(action) = action.filter(|_| !(l.kind != ForKind::Vectorized && only_atomic_writes(f, &l.body))) {
+                    let mut found = None;
+                    walk_stmts(&l.body, &mut |x| {
+                        if let StmtKind::Block(b) = &x.kind {
+                            for it in &b.iters {
+                                if found.is_none() && it.kind == IterKind::Reduce && it.binding.uses_var(l.var) {
+                                    found = Some((b.name.clone(), Schedule::var_name(f, it.var)));
+                                }
+                            }
+                        }
+                    });
+                    if let Some((block, iter)) = found {
+                        return Err(ScheduleError::ReductionLoop { loop_var: name, block, iter, action });
+                    }
+                    check_independent(f, l, action)?;
+                }
+            }
+            for list in s.kind.child_lists() {
+                go(f, list, tags)?;
+            }
+            if pushed {
+                tags.pop();
+            }
+        }
+        Ok(())
+    }
+    go(f, &f.body, &mut Vec::new())
 }
 
 /// Proves that the iterations of `l` do not race (the rules are on [`Schedule::parallel`]).

@@ -184,6 +184,24 @@ fn updates_repeated_along_unbound_thread_indices_are_refused() {
     let opts = sparsec_backend_mlir::CpuOptions { emulate_gpu: true, ..Default::default() };
     let e = sparsec_backend_mlir::CpuKernel::compile(&f, &opts).map(drop).unwrap_err().to_string();
     assert!(e.contains("would repeat the update"), "{e}");
+    // Blocks too: every block along blockIdx.y repeats an update of global memory made
+    // outside the loop bound to it (each block has shared memory of its own).
+    let text = "func t(x: handle, y: handle, n: i32) stage III {
+  buffer X = match_buffer(x, [n], f32)
+  buffer Y = match_buffer(y, [1], f32)
+  for i in blockIdx.x(n) {
+    buffer S = alloc_buffer([1], f32, shared)
+    S[0] = S[0] + 1.0
+    Y[0] = Y[0] + 1.0
+    for j in blockIdx.y(4) {
+      X[i] = X[i] + S[0]
+    }
+  }
+}
+";
+    let f = sparsec_ir::text::parse_func("t", text).unwrap();
+    let e = emit_mlir(&f).unwrap_err().to_string();
+    assert!(e.contains("buffer `Y` is updated in place outside every loop bound to blockIdx.y"), "{e}");
 }
 
 #[test]
