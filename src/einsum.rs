@@ -217,17 +217,6 @@ fn accesses<'t>(t: &'t Term, out: &mut Vec<&'t Access>) {
     }
 }
 
-/// The terms of the top-level sum of `t`.
-fn summands<'t>(t: &'t Term, out: &mut Vec<&'t Term>) {
-    match t {
-        Term::Binary('+' | '-', a, b) => {
-            summands(a, out);
-            summands(b, out);
-        }
-        _ => out.push(t),
-    }
-}
-
 /// The levels of a tensor in `format`, `true` where compressed.
 fn levels(format: Format, rank: usize) -> Vec<bool> {
     match format {
@@ -311,21 +300,23 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
         a.indices.iter().cloned().zip(levels(format_of(t), a.indices.len())).collect::<Vec<(String, bool)>>()
     };
     let compressed: Vec<String> = driver.map_or_else(Vec::new, |d| levels_of(d).into_iter().filter(|x| x.1).map(|x| x.0).collect());
-    // The loops visit only the walked pattern's entries, so every term must be zero off it
-    // (contain a factor on it) — unless the output owns the pattern and is only written
-    // there (SDDMM's sampling).
+    // The loops visit only the walked pattern's entries, so the right side must be zero off
+    // it (a factor on it in every term) — unless the output owns the pattern and is only
+    // written there (SDDMM's sampling).
     if let Some(d) = driver.filter(|d| *d != out.tensor) {
-        let mut terms = Vec::new();
-        summands(&rhs, &mut terms);
-        for t in terms {
-            let mut inside = Vec::new();
-            accesses(t, &mut inside);
-            if !inside.iter().any(|a| owner_of(&a.tensor).as_deref() == Some(d)) {
-                return Err(EinsumError::Unsupported(format!(
-                    "a term has no factor of `{d}`, so it would be computed only where `{d}` stores entries: \
-                     a sum over other patterns (sparse add) needs co-iteration, which is not supported yet"
-                )));
+        fn zero_off(t: &Term, on: &dyn Fn(&str) -> bool) -> bool {
+            match t {
+                Term::Access(a) => on(&a.tensor),
+                Term::Number(_) => false,
+                Term::Binary('*', x, y) => zero_off(x, on) || zero_off(y, on),
+                Term::Binary(_, x, y) => zero_off(x, on) && zero_off(y, on),
             }
+        }
+        if !zero_off(&rhs, &|t| owner_of(t).as_deref() == Some(d)) {
+            return Err(EinsumError::Unsupported(format!(
+                "a term has no factor of `{d}`, so it would be computed only where `{d}` stores entries: \
+                 a sum over other patterns (sparse add) needs co-iteration, which is not supported yet"
+            )));
         }
     }
     // Loop order: the walked pattern's levels, then the other indices by first appearance.

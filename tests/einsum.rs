@@ -172,6 +172,7 @@ fn what_einsum_cannot_express_is_refused_with_a_reason() {
         ("C(i,j) = A(i,j) + B(i,j)", vec![csr("A"), csr("C"), csr("B")], "needs co-iteration"),
         ("C(i,k) = A(i,j) * B(j,k) + E(i,k)", vec![csr("A")], "a term has no factor of `A`"),
         ("C(i,j) = A(i,j) + 1", vec![csr("A")], "a term has no factor of `A`"),
+        ("C(i,j) = (A(i,j) + B(i,j)) * D(i,j)", vec![csr("A"), csr("B")], "a term has no factor of `A`"),
         ("C(i) = A(i,i)", vec![], "repeats an index"),
         ("C(i) = A(i) + A(i,j)", vec![], "has 1 indices in one place and 2"),
         ("C(i) = C(i) * 2", vec![], "both written and read"),
