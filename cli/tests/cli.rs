@@ -640,8 +640,7 @@ fn gpu_report_estimates_kernels_and_the_gespmm_peer_on_a_matrix() {
 #[test]
 fn einsum_writes_a_program_that_runs_like_the_corpus() {
     let dir = tmp("einsum");
-    let a = dir.join("a.mtx");
-    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 1 4.0\n").unwrap();
+    let a = small_matrix(&dir);
     let b = dir.join("b.npy");
     sparsec::npy::write(&b, &sparsec::ir::data::Array::F32((0..6).map(|x| x as f32).collect()), &[3, 2]).unwrap();
     let prog = dir.join("spmm.sptir");
@@ -658,14 +657,12 @@ fn einsum_writes_a_program_that_runs_like_the_corpus() {
     fails_with(&["einsum", "C(i) = A(i)", "--format", "A=coo"], &["unknown format `coo`"]);
 }
 
-
 /// `sparsec bench` compiles once and times the runs: every step appears, the statistics are
 /// ordered and count `--repeat` runs, on the interpreter and on mlir-cpu; misuse is refused.
 #[test]
 fn bench_times_each_step_and_the_runs() {
     let dir = tmp("bench");
-    let a = dir.join("a.mtx");
-    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 1 4.0\n").unwrap();
+    let a = small_matrix(&dir);
     let mat = format!("A={}", a.display());
     for backend in ["interp", "mlir-cpu"] {
         let o = sparsec(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", backend, "--repeat", "5", "--json"]);
@@ -738,3 +735,9 @@ fn loops_written_bound_run_compiled_only_when_proven() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// A 3 × 3 matrix with 4 entries, [[1, 0, 2], [0, 3, 0], [4, 0, 0]], as `dir/a.mtx`.
+fn small_matrix(dir: &std::path::Path) -> PathBuf {
+    let a = dir.join("a.mtx");
+    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 1 4.0\n").unwrap();
+    a
+}
