@@ -237,6 +237,19 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
     }
     let mut all = vec![&out];
     accesses(&rhs, &mut all);
+    // Names the program will declare: the function, each tensor and its handle, each index.
+    let ident = sparsec_ir::names::is_identifier;
+    if !ident(name) {
+        return Err(EinsumError::Invalid(format!("the function name `{name}` is not an identifier")));
+    }
+    for a in &all {
+        if !ident(&a.tensor) || !ident(&a.tensor.to_lowercase()) {
+            return Err(EinsumError::Invalid(format!("tensor `{}` cannot be a name in .sptir (a keyword?)", a.tensor)));
+        }
+        if let Some(i) = a.indices.iter().find(|i| !ident(i)) {
+            return Err(EinsumError::Invalid(format!("index `{i}` cannot be a name in .sptir (a keyword?)")));
+        }
+    }
     // Each tensor: one arity and one format.
     let mut tensors: Vec<(String, usize, Format)> = Vec::new();
     for a in &all {
@@ -421,7 +434,7 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
         let zero_axes: Vec<String> = out.indices.iter().map(|i| dense_axis(i)).collect();
         let _ = write!(
             iterations,
-            "  sp_iter zero([{}], \"{}\") as [{}] {{\n    {lhs} = 0.0\n  }}\n",
+            "  sp_iter {name}_zero([{}], \"{}\") as [{}] {{\n    {lhs} = 0.0\n  }}\n",
             zero_axes.join(", "),
             "S".repeat(out.indices.len()),
             out.indices.join(", ")

@@ -180,6 +180,8 @@ fn what_einsum_cannot_express_is_refused_with_a_reason() {
         ("C(i) = A(i)", vec![csr("Z")], "does not use"),
         ("C(i) = A(i) *", vec![], "column 14"),
         ("C(i) = A(i) B(i)", vec![], "unexpected `B`"),
+        ("C(in) = A(in)", vec![], "index `in` cannot be a name"),
+        ("IF(i) = A(i)", vec![], "tensor `IF` cannot be a name"),
     ];
     for (expr, formats, want) in cases {
         let e = einsum::program("t", expr, &formats).expect_err(expr);

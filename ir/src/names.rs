@@ -1,9 +1,29 @@
 //! New names: the one rule for picking them (`base`, else `base_1`, `base_2`, ...) and the
 //! sets of names a new one must avoid. Every pass and schedule primitive names through here;
-//! [`closest`] finds the known name a user probably meant.
+//! [`closest`] finds the known name a user probably meant, and [`is_identifier`] says which
+//! names the text format writes bare.
 
 use crate::func::{walk_stmts, Func, StmtKind};
 use std::collections::HashSet;
+
+/// Words of the grammar that cannot be names.
+pub const KEYWORDS: &[&str] = &[
+    "func", "axis", "buffer", "sp_iter", "for", "in", "block", "if", "else", "while", "let", "init", "reads", "writes",
+    "attrs", "true", "false", "stage", "as", "start",
+];
+
+/// Whether `s` prints as an identifier that parses back as a name: ASCII letters, digits and
+/// `_`, not starting with a digit, not a keyword, and not a float word (`inf`, `nan`,
+/// optionally with a float suffix), which reads as a literal.
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let float_word = ["inf", "nan"]
+        .iter()
+        .any(|w| s.strip_prefix(w).is_some_and(|suffix| ["", "f16", "bf16", "f32", "f64"].contains(&suffix)));
+    well_formed && !float_word && !KEYWORDS.contains(&s)
+}
 
 /// `base` unless `taken(base)`, else the first of `base_1`, `base_2`, ... that is free.
 pub fn fresh_name(base: &str, taken: impl Fn(&str) -> bool) -> String {

@@ -16,17 +16,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Identity of each [`func`](super::func) call, so handles of two functions are not mixed.
 static NEXT_BUILDER: AtomicU32 = AtomicU32::new(1);
 
-const KEYWORDS: &[&str] = &[
-    "func", "axis", "buffer", "sp_iter", "for", "in", "block", "if", "else", "while", "let", "init", "reads", "writes",
-    "attrs", "true", "false", "stage", "as", "start", "inf", "nan",
-];
-
-/// Whether `s` can be written as an identifier in `.sptir`.
+/// Whether `s` can be written as an identifier in `.sptir` ([`crate::names::is_identifier`]).
 fn is_ident(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-        && !KEYWORDS.contains(&s)
+    crate::names::is_identifier(s)
 }
 
 /// Everything shared by the builders of one function.

@@ -103,16 +103,8 @@ impl Comments {
     }
 }
 
-const KEYWORDS: &[&str] = &[
-    "func", "axis", "buffer", "sp_iter", "for", "in", "block", "if", "else", "while", "let", "init", "reads",
-    "writes", "attrs", "true", "false", "stage", "as", "start",
-];
-
 fn is_ident(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-        && !KEYWORDS.contains(&s)
+    crate::names::is_identifier(s)
 }
 
 fn quote(s: &str) -> String {

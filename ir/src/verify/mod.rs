@@ -141,22 +141,9 @@ pub fn render_errors(errors: &[VerifyError], src: &SourceFile) -> String {
     errors.iter().map(|e| src.render(e.span, &e.to_string()) + "\n").collect()
 }
 
-/// Words of the grammar that cannot be names.
-const KEYWORDS: &[&str] = &[
-    "func", "axis", "buffer", "sp_iter", "for", "in", "block", "if", "else", "while", "let", "init", "reads", "writes",
-    "attrs", "true", "false", "stage", "as", "start",
-];
-
-/// Whether `s` prints as an identifier that parses back as a name: not a keyword, and not a
-/// float word (`inf`, `nan`, optionally with a float suffix), which reads as a literal.
+/// Whether `s` prints as a name that parses back ([`crate::names::is_identifier`]).
 fn is_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    let float_word = ["inf", "nan"]
-        .iter()
-        .any(|w| s.strip_prefix(w).is_some_and(|suffix| ["", "f16", "bf16", "f32", "f64"].contains(&suffix)));
-    well_formed && !float_word && !KEYWORDS.contains(&s)
+    crate::names::is_identifier(s)
 }
 
 /// What a binder brought into scope, popped at the end of its statement list.
