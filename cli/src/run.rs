@@ -158,7 +158,8 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     }
     // The program's own outputs (not what a decomposition's preprocess writes).
     let stage1 = &s.stage1;
-    for b in driver::written_buffers(stage1) {
+    let outputs = driver::written_buffers(&sparsec::passes::remove_preprocess(stage1));
+    for b in outputs {
         let buf = &stage1.buffers[b];
         let sparsec::ir::Storage::Param(p) = buf.storage else { continue };
         let Some(array) = out.arrays.get(&stage1.params[p].name) else { continue };
