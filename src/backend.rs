@@ -39,18 +39,9 @@ pub enum BackendError {
     #[error("{0}")]
     Checks(#[from] sparsec_passes::PassError),
     /// A loop written parallel or bound (in a program written at Stage II or III) is not
-    /// proven to be so.
-    #[error("{file}: `{func}` cannot run on {backend}: {why} (the interpreter runs it one iteration after another)")]
-    Unproven {
-        /// The file.
-        file: String,
-        /// The function.
-        func: String,
-        /// The backend.
-        backend: String,
-        /// The primitive's refusal.
-        why: sparsec_schedule::ScheduleError,
-    },
+    /// proven to be so: the message, rendered at the loop.
+    #[error("{0}")]
+    Unproven(String),
 }
 
 /// A program compiled by a [`Backend`].
@@ -139,11 +130,18 @@ pub fn prepare<'a>(
         // Loops written parallel or bound by hand (a program written at Stage II or III) are
         // proven as the primitives prove theirs: elsewhere they run at once, not in order.
         if stage1.stage != sparsec_ir::Stage::I {
-            sparsec_schedule::check_loop_kinds(lowered).map_err(|why| BackendError::Unproven {
-                file: loaded.name.clone(),
-                func: lowered.name.clone(),
-                backend: backend.name().to_string(),
-                why,
+            sparsec_schedule::check_loop_kinds(lowered).map_err(|(span, why)| {
+                let message = format!(
+                    "`{}` cannot run on {}: {why} (the interpreter runs it one iteration after another)",
+                    lowered.name,
+                    backend.name()
+                );
+                let text = if span.is_known() {
+                    SourceFile::new(&loaded.name, &loaded.text).render(span, &message)
+                } else {
+                    format!("{}: {message}", loaded.name)
+                };
+                BackendError::Unproven(text)
             })?;
         }
         crate::driver::check_compiled_args(loaded, stage1, args, checked)?;

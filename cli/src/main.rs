@@ -33,9 +33,9 @@ enum Cmd {
     Lower {
         /// The .sptir file.
         file: PathBuf,
-        /// Which stage to print: 1, 2, 3 or all.
+        /// Which stages to print: 1, 2, 3 or all (repeatable: `--stage 2 --stage 3`).
         #[arg(long, default_value = "all")]
-        stage: StageArg,
+        stage: Vec<StageArg>,
         /// Output form.
         #[arg(long, value_enum, default_value = "sptir")]
         emit: Emit,
@@ -514,9 +514,11 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                     continue;
                 }
                 let lowered = driver::lower_with(f, &plan)?;
-                let wanted = stage.stages();
+                let mut wanted: Vec<Stage> = stage.iter().flat_map(|s| s.stages()).collect();
+                wanted.sort();
+                wanted.dedup();
                 for g in lowered.iter().filter(|g| wanted.contains(&g.stage)) {
-                    if stage == StageArg::All {
+                    if wanted.len() > 1 {
                         writeln!(out, "# ===== Stage {}: {} =====", g.stage, g.name)?;
                     }
                     out.push_str(&text::print_func(g));

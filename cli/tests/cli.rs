@@ -724,7 +724,7 @@ fn loops_written_bound_run_compiled_only_when_proven() {
     let o = sparsec(&["run", p, "--scalar", "n=5", "--stage", "3"]);
     assert!(o.status.success() && stdout(&o).contains("Y                     1 elements  sum +5.000000e0"), "{}", stdout(&o));
     fails_with(&["run", p, "--scalar", "n=5", "--backend", "mlir-cpu"], &[
-        "`t` cannot run on mlir-cpu: loop `i` cannot be bound: the store to `Y` lies outside any block driven by loop `i`",
+        "racy.sptir:4:3: `t` cannot run on mlir-cpu: loop `i` cannot be bound: the store to `Y` lies outside any block driven by loop `i`",
     ]);
     let proven = dir.join("proven.sptir");
     std::fs::write(
@@ -742,4 +742,16 @@ fn small_matrix(dir: &std::path::Path) -> PathBuf {
     let a = dir.join("a.mtx");
     std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 1 4.0\n").unwrap();
     a
+}
+
+/// `lower --stage` takes a list: each stage named is printed once, in order, with a header.
+#[test]
+fn lower_prints_the_stages_named() {
+    let o = sparsec(&["lower", "tests/workloads/csrmm.sptir", "--stage", "3", "--stage", "2", "--stage", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let headers: Vec<&str> = text.lines().filter(|l| l.starts_with("# =====")).collect();
+    assert_eq!(headers, ["# ===== Stage II: csrmm =====", "# ===== Stage III: csrmm ====="]);
+    let o = sparsec(&["lower", "tests/workloads/csrmm.sptir", "--stage", "2"]);
+    assert!(o.status.success() && !stdout(&o).contains("=====") && stdout(&o).contains("stage II {"), "{}", stdout(&o));
 }

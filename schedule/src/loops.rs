@@ -289,15 +289,16 @@ impl Walk {
 /// checked: the interpreter runs such loops one iteration after another, a GPU or a thread
 /// team all at once, so only proven loops mean the same everywhere. Returns the first loop
 /// that fails, with why.
-pub fn check_loop_kinds(f: &Func) -> Result<()> {
-    fn go(f: &Func, stmts: &[Stmt], tags: &mut Vec<(VarId, ThreadTag)>) -> Result<()> {
+pub fn check_loop_kinds(f: &Func) -> std::result::Result<(), (sparsec_ir::Span, ScheduleError)> {
+    type R = std::result::Result<(), (sparsec_ir::Span, ScheduleError)>;
+    fn go(f: &Func, stmts: &[Stmt], tags: &mut Vec<(VarId, ThreadTag)>) -> R {
         for s in stmts {
             let mut pushed = false;
             if let StmtKind::For(l) = &s.kind {
                 let name = Schedule::var_name(f, l.var);
                 if let ForKind::Thread(tag) = l.kind {
                     if let Some((other, _)) = tags.iter().find(|x| x.1 == tag) {
-                        return Err(ScheduleError::ThreadTagInUse { loop_var: name, tag: tag.name().to_string(), other: Schedule::var_name(f, *other) });
+                        return Err((s.span, ScheduleError::ThreadTagInUse { loop_var: name, tag: tag.name().to_string(), other: Schedule::var_name(f, *other) }));
                     }
                     tags.push((l.var, tag));
                     pushed = true;
@@ -320,9 +321,9 @@ pub fn check_loop_kinds(f: &Func) -> Result<()> {
                         }
                     });
                     if let Some((block, iter)) = found {
-                        return Err(ScheduleError::ReductionLoop { loop_var: name, block, iter, action });
+                        return Err((s.span, ScheduleError::ReductionLoop { loop_var: name, block, iter, action }));
                     }
-                    check_independent(f, l, action)?;
+                    check_independent(f, l, action).map_err(|e| (s.span, e))?;
                 }
             }
             for list in s.kind.child_lists() {
