@@ -59,48 +59,43 @@ pub enum DriverError {
 /// `None` (and `args` untouched) where the rows are regular or the program is not of that
 /// shape.
 pub fn gpu_row_segments(func: &Func, args: &mut sparsec_ir::data::Args) -> Option<(Func, usize)> {
-    use sparsec_ir::data::Array;
-    let a = func.buffer_by_name("A")?;
-    let sparsec_ir::Layout::Sparse(axes) = &func.buffers[a].layout else { return None };
-    let [_, j] = axes.as_slice() else { return None };
-    let axis = &func.axes[*j];
-    let (Some(indptr), Some(indices)) = (axis.indptr, axis.indices) else { return None };
-    let name = |p: sparsec_ir::ParamId| func.params[p].name.clone();
-    let ints = |arr: Option<&Array>| -> Option<Vec<i64>> {
-        match arr? {
-            Array::I32(v) => Some(v.iter().map(|&x| x as i64).collect()),
-            Array::I64(v) => Some(v.clone()),
-            _ => None,
-        }
-    };
-    let ptr = ints(args.arrays.get(&name(indptr)))?;
-    let cols = ints(args.arrays.get(&name(indices)))?;
-    let len = sparsec_schedule::auto::gpu_row_segments(ptr.windows(2).map(|w| (w[1] - w[0]).max(0) as usize))?;
+    let csr = bound_pattern(func, func.buffer_by_name("A")?, args)?;
+    let len = sparsec_schedule::auto::gpu_row_segments(csr.indptr().windows(2).map(|w| (w[1] - w[0]).max(0) as usize))?;
     let rule = sparsec_passes::row_segments_rule().ok()?;
     let g = sparsec_passes::decompose_format(func, &[rule]).ok()?;
-    // The program's column count (J's length), which the decomposition's guards compare with.
-    let n = match &axis.length {
-        sparsec_ir::Expr::Var(v) => match args.scalars.get(&func.vars[*v].name)? {
-            sparsec_ir::data::Scalar::Int(x) => usize::try_from(*x).ok()?,
-            _ => return None,
-        },
-        sparsec_ir::Expr::Int(x, _) => usize::try_from(*x).ok()?,
-        _ => return None,
-    };
-    let nnz = cols.len();
-    let csr = sparsec_formats::Csr::<i64, f32>::try_new(ptr.len().saturating_sub(1), n, ptr, cols, vec![0.0; nnz]).ok()?;
     let segs = sparsec_formats::compose::RowSegments::from_csr(&csr, len).ok()?;
     sparsec_formats::bind_row_segments(args, &csr, &segs).ok()?;
     Some((g, len))
 }
 
+/// The pattern bound in `args` to the CSR buffer `a` (axes `I`, `J`, `J` variable), as a
+/// matrix with zero values and `J`'s length as its column count; `None` for another shape or
+/// a pattern not bound. The decompositions bind their pieces from it.
+fn bound_pattern(func: &Func, a: sparsec_ir::BufferId, args: &sparsec_ir::data::Args) -> Option<sparsec_formats::Csr<i64, f32>> {
+    use sparsec_ir::data::Array;
+    let sparsec_ir::Layout::Sparse(axes) = &func.buffers[a].layout else { return None };
+    let [_, j] = axes.as_slice() else { return None };
+    let axis = &func.axes[*j];
+    let ints = |p: Option<sparsec_ir::ParamId>| -> Option<Vec<i64>> {
+        match args.arrays.get(&func.params[p?].name)? {
+            Array::I32(v) => Some(v.iter().map(|&x| x as i64).collect()),
+            Array::I64(v) => Some(v.clone()),
+            _ => None,
+        }
+    };
+    let (ptr, cols) = (ints(axis.indptr)?, ints(axis.indices)?);
+    // The program's column count (J's length), which the decompositions' guards compare with.
+    let n = usize::try_from(eval_size(func, &axis.length, args)?).ok()?;
+    let nnz = cols.len();
+    sparsec_formats::Csr::try_new(ptr.len().saturating_sub(1), n, ptr, cols, vec![0.0; nnz]).ok()
+}
+
 /// Binds the pieces of a hyb decomposition (`passes::hyb_rules`: buffers `<X>_hyb_<p>_<b>`,
-/// bucket `b` of column part `p`, `2^b` entries wide) from the CSR matrix bound to `X`, as
+/// bucket `b` of column part `p`, `2^b` entries wide) from the CSR pattern bound to `X`, as
 /// `formats::compose::Hyb` cuts it; the program's preprocess then copies the values. Returns
 /// whether the function has such pieces. A decomposed program thus runs from `--matrix X=FILE`
 /// alone, like the program it came from.
 pub fn bind_hyb_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result<bool, RunError> {
-    use sparsec_ir::data::Array;
     // (original buffer, part, bucket) of every piece.
     let mut pieces: Vec<(String, usize, usize, sparsec_ir::BufferId)> = Vec::new();
     for (h, b) in func.buffers.iter().filter(|(_, b)| b.dtype.is_float()) {
@@ -125,27 +120,7 @@ pub fn bind_hyb_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result
             return Err(fail(format!("bucket `{}` is not {} entries wide", func.buffers[*h].name, 1 << b)));
         }
     }
-    let sparsec_ir::Layout::Sparse(axes) = &func.buffers[a].layout else { return Err(fail("not a sparse buffer".into())) };
-    let [_, j] = axes.as_slice() else { return Err(fail("not a 2-axis (CSR) buffer".into())) };
-    let axis = &func.axes[*j];
-    let (Some(indptr), Some(indices), sparsec_ir::Storage::Param(values)) = (axis.indptr, axis.indices, func.buffers[a].storage) else {
-        return Err(fail("not a CSR buffer".into()));
-    };
-    let name = |p: sparsec_ir::ParamId| func.params[p].name.clone();
-    let ints = |p: sparsec_ir::ParamId| -> Result<Vec<i64>, RunError> {
-        match args.arrays.get(&name(p)) {
-            Some(Array::I32(v)) => Ok(v.iter().map(|&x| x as i64).collect()),
-            Some(Array::I64(v)) => Ok(v.clone()),
-            _ => Err(fail(format!("bind the matrix to `{orig}` (--matrix {orig}=FILE)"))),
-        }
-    };
-    let (ptr, cols) = (ints(indptr)?, ints(indices)?);
-    let vals = match args.arrays.get(&name(values)) {
-        Some(Array::F32(v)) => v.clone(),
-        _ => return Err(fail(format!("bind the matrix to `{orig}` (--matrix {orig}=FILE)"))),
-    };
-    let n = eval_size(func, &axis.length, args).and_then(|x| usize::try_from(x).ok()).ok_or_else(|| fail("the column count is not bound".into()))?;
-    let csr = sparsec_formats::Csr::<i64, f32>::try_new(ptr.len().saturating_sub(1), n, ptr, cols, vals).map_err(|e| fail(e.to_string()))?;
+    let csr = bound_pattern(func, a, args).ok_or_else(|| fail(format!("bind a CSR matrix to `{orig}` (--matrix {orig}=FILE)")))?;
     let hyb = sparsec_formats::compose::Hyb::from_csr(&csr, parts, buckets as u32 - 1).map_err(|e| fail(e.to_string()))?;
     sparsec_formats::bind_hyb(args, &hyb)?;
     Ok(true)
@@ -450,21 +425,8 @@ fn param_of(func: &Func, name: &str) -> Option<sparsec_ir::ParamId> {
 
 /// The buffers a function stores to.
 pub fn written_buffers(func: &Func) -> Vec<sparsec_ir::BufferId> {
-    let mut out = Vec::new();
-    sparsec_ir::walk_stmts(&func.body, &mut |s| {
-        if let sparsec_ir::StmtKind::Store { buffer, .. } = &s.kind {
-            out.push(*buffer);
-        }
-        for e in s.kind.exprs() {
-            e.walk(&mut |x| {
-                if let sparsec_ir::Expr::AtomicAdd(b, _, _) = x {
-                    out.push(*b);
-                }
-            });
-        }
-    });
+    let mut out = sparsec_ir::written_buffers(&func.body);
     out.sort();
-    out.dedup();
     out
 }
 
@@ -611,19 +573,12 @@ fn dim_sizes(func: &Func, b: sparsec_ir::BufferId) -> Vec<Option<&sparsec_ir::Ex
 
 /// A dense buffer's axis names and sizes; `None` for sparse buffers or sizes not known yet.
 fn dense_dims(func: &Func, b: sparsec_ir::BufferId, args: &sparsec_ir::data::Args) -> Option<(Vec<String>, Vec<i64>)> {
-    match &func.buffers[b].layout {
-        sparsec_ir::Layout::Sparse(axes) => {
-            if axes.iter().any(|&a| func.axes[a].kind != sparsec_ir::AxisKind::DenseFixed) {
-                return None;
-            }
-            let dims = axes.iter().map(|&a| eval_size(func, &func.axes[a].length, args)).collect::<Option<_>>()?;
-            Some((axes.iter().map(|&a| func.axes[a].name.clone()).collect(), dims))
-        }
-        sparsec_ir::Layout::Dense(shape) => {
-            let dims = shape.iter().map(|e| eval_size(func, e, args)).collect::<Option<_>>()?;
-            Some((shape.iter().map(|e| sparsec_ir::text::print_expr(func, e)).collect(), dims))
-        }
-    }
+    let dims = dim_sizes(func, b).into_iter().map(|e| eval_size(func, e?, args)).collect::<Option<_>>()?;
+    let names = match &func.buffers[b].layout {
+        sparsec_ir::Layout::Sparse(axes) => axes.iter().map(|&a| func.axes[a].name.clone()).collect(),
+        sparsec_ir::Layout::Dense(shape) => shape.iter().map(|e| sparsec_ir::text::print_expr(func, e)).collect(),
+    };
+    Some((names, dims))
 }
 
 /// Formats sizes as a tuple: `(2708, 32)`.
@@ -690,11 +645,15 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
             None => func.buffers.iter().filter(|(_, b)| b.storage == sparsec_ir::Storage::Param(p)).map(|(h, _)| h).collect(),
         };
         for &b in &views {
-            for (d, size) in dim_sizes(func, b).into_iter().enumerate() {
-                let (Some(sparsec_ir::Expr::Var(v)), Some(&n)) = (size, shape.get(d)) else { continue };
+            let sizes = dim_sizes(func, b);
+            if sizes.len() != shape.len() {
+                continue;
+            }
+            for (size, &n) in sizes.into_iter().zip(&shape) {
+                let Some(sparsec_ir::Expr::Var(v)) = size else { continue };
                 let Some(q) = func.params.iter().position(|x| x.kind == ParamKind::Scalar(*v)) else { continue };
                 let param = &func.params[q].name;
-                if shape.len() == dim_sizes(func, b).len() && !args.scalars.contains_key(param) {
+                if !args.scalars.contains_key(param) {
                     let flag = format!("{} (shape {})", path.display(), crate::npy::shape_string(&shape));
                     let dtype = scalar_dtype(q).unwrap_or(sparsec_ir::DType::I64);
                     args.scalars.insert(param.clone(), parse_scalar(flag.clone(), param, &n.to_string(), dtype)?);

@@ -358,26 +358,16 @@ pub(crate) struct GpuModule<'c> {
 /// them see one value for the whole kernel and may take the read-only path.
 fn read_only_pointer_args(func: &Func, sig: &[AbiParam], stmts: &[Stmt], allocs: &[BufferId]) -> Vec<usize> {
     let mut written = vec![false; sig.len() + allocs.len()];
-    let mut mark = |b: BufferId| match func.buffers.try_get(b).map(|x| x.storage) {
-        Some(Storage::Param(p)) if p < sig.len() => written[p] = true,
-        _ => {
-            if let Some(j) = allocs.iter().position(|a| *a == b) {
-                written[sig.len() + j] = true;
+    for b in sparsec_ir::written_buffers(stmts) {
+        match func.buffers.try_get(b).map(|x| x.storage) {
+            Some(Storage::Param(p)) if p < sig.len() => written[p] = true,
+            _ => {
+                if let Some(j) = allocs.iter().position(|a| *a == b) {
+                    written[sig.len() + j] = true;
+                }
             }
         }
-    };
-    sparsec_ir::walk_stmts(stmts, &mut |s| {
-        if let StmtKind::Store { buffer, .. } = &s.kind {
-            mark(*buffer);
-        }
-        for e in s.kind.exprs() {
-            e.walk(&mut |x| {
-                if let Expr::AtomicAdd(b, ..) = x {
-                    mark(*b);
-                }
-            });
-        }
-    });
+    }
     let buffer = |i: usize| i >= sig.len() || matches!(sig[i].kind, ArgKind::Buffer(_));
     let mut out = Vec::new();
     let mut arg = 0;

@@ -298,17 +298,7 @@ fn check_coordinates(
 /// do not cover, cannot be proven and is refused.
 pub fn check_accesses(func: &Func, args: &Args) -> R<()> {
     let scalars = scalar_values(func, args)?;
-    let mut written = Vec::new();
-    crate::func::walk_stmts(&func.body, &mut |s| match &s.kind {
-        StmtKind::Store { buffer, .. } => written.push(*buffer),
-        kind => kind.exprs().iter().for_each(|e| {
-            e.walk(&mut |x| {
-                if let Expr::AtomicAdd(b, _, _) = x {
-                    written.push(*b);
-                }
-            })
-        }),
-    });
+    let written = crate::func::written_buffers(&func.body);
     let mut c = Checker { func, args, written, scalars, ranges: HashMap::new(), guards: Vec::new() };
     c.stmts(&func.body)
 }

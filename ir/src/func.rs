@@ -488,21 +488,32 @@ impl Func {
         let global = |b: &BufferId| {
             self.buffers.try_get(*b).is_some_and(|x| matches!(x.storage, Storage::Param(_) | Storage::Alloc(Scope::Global)))
         };
-        let mut found = None;
-        walk_stmts(stmts, &mut |s| {
-            if let StmtKind::Store { buffer, .. } = &s.kind {
-                found = found.or(global(buffer).then_some(*buffer));
-            }
-            for e in s.kind.exprs() {
-                e.walk(&mut |x| {
-                    if let Expr::AtomicAdd(b, ..) = x {
-                        found = found.or(global(b).then_some(*b));
-                    }
-                });
-            }
-        });
-        found
+        written_buffers(stmts).into_iter().find(global)
     }
+}
+
+/// The buffers that `stmts` write, by a store or an `atomic_add`, each once, in the order of
+/// their first write.
+pub fn written_buffers(stmts: &[Stmt]) -> Vec<BufferId> {
+    let mut out: Vec<BufferId> = Vec::new();
+    let mut add = |b: BufferId| {
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    };
+    walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Store { buffer, .. } = &s.kind {
+            add(*buffer);
+        }
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| {
+                if let Expr::AtomicAdd(b, ..) = x {
+                    add(*b);
+                }
+            });
+        }
+    });
+    out
 }
 
 /// Whether `s` holds a loop bound to a thread index (`threadIdx.*`, not a block index).

@@ -101,19 +101,7 @@ pub struct Uniformity {
 impl Uniformity {
     /// A tracker for the kernels of `f` (no variable bound yet).
     pub fn new(f: &Func) -> Self {
-        let mut stores: Vec<BufferId> = Vec::new();
-        walk_stmts(&f.body, &mut |s| {
-            if let StmtKind::Store { buffer, .. } = &s.kind {
-                stores.push(*buffer);
-            }
-            for e in s.kind.exprs() {
-                e.walk(&mut |x| {
-                    if let Expr::AtomicAdd(b, ..) = x {
-                        stores.push(*b);
-                    }
-                });
-            }
-        });
+        let stores = crate::func::written_buffers(&f.body);
         // A buffer is written when any buffer over the same storage is.
         let written = f
             .buffers

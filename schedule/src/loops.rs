@@ -106,29 +106,7 @@ impl Schedule {
             }
             _ => {}
         }
-        // A body that writes only through `atomic_add` (and into buffers it allocates) may
-        // drive reduce iterators: its additions commute.
-        if kind != ForKind::Unrolled && !(kind != ForKind::Vectorized && only_atomic_writes(&g, &l.body)) {
-            let action = match kind {
-                ForKind::Parallel => "parallelized",
-                ForKind::Vectorized => "vectorized",
-                _ => "bound",
-            };
-            let mut found = None;
-            walk_stmts(&l.body, &mut |s| {
-                if let StmtKind::Block(b) = &s.kind {
-                    for it in &b.iters {
-                        if found.is_none() && it.kind == IterKind::Reduce && it.binding.uses_var(l.var) {
-                            found = Some((b.name.clone(), Self::var_name(&g, it.var)));
-                        }
-                    }
-                }
-            });
-            if let Some((block, iter)) = found {
-                return Err(ScheduleError::ReductionLoop { loop_var: name, block, iter, action });
-            }
-            check_independent(&g, l, action)?;
-        }
+        prove_body(&g, l, kind)?;
         match tree::get_mut(&mut g.body, &path).map(|s| &mut s.kind) {
             Some(StmtKind::For(x)) => x.kind = kind,
             _ => return Err(stale(lp.0, "loop")),
@@ -282,6 +260,36 @@ impl Walk {
     }
 }
 
+/// What `parallel`, `vectorize` and `bind` prove of the body of loop `l` before giving it
+/// `kind` (nothing for `unrolled`): it drives no reduction iterator and its iterations are
+/// independent — or, except for vectorizing, it writes through `atomic_add` only (and into
+/// buffers it allocates), whose additions commute.
+fn prove_body(g: &Func, l: &For, kind: ForKind) -> Result<()> {
+    let action = match kind {
+        ForKind::Unrolled | ForKind::Serial => return Ok(()),
+        ForKind::Parallel => "parallelized",
+        ForKind::Vectorized => "vectorized",
+        ForKind::Thread(_) => "bound",
+    };
+    if kind != ForKind::Vectorized && only_atomic_writes(g, &l.body) {
+        return Ok(());
+    }
+    let mut found = None;
+    walk_stmts(&l.body, &mut |s| {
+        if let StmtKind::Block(b) = &s.kind {
+            for it in &b.iters {
+                if found.is_none() && it.kind == IterKind::Reduce && it.binding.uses_var(l.var) {
+                    found = Some((b.name.clone(), Schedule::var_name(g, it.var)));
+                }
+            }
+        }
+    });
+    if let Some((block, iter)) = found {
+        return Err(ScheduleError::ReductionLoop { loop_var: Schedule::var_name(g, l.var), block, iter, action });
+    }
+    check_independent(g, l, action)
+}
+
 /// Proves the kind of every parallel, vectorized and thread-bound loop of `f` as `parallel`,
 /// `vectorize` and `bind` prove it before setting it: no thread index bound twice on one
 /// path, no reduction iterator driven, iterations independent (or writing through
@@ -303,27 +311,8 @@ pub fn check_loop_kinds(f: &Func) -> std::result::Result<(), (sparsec_ir::Span, 
                     tags.push((l.var, tag));
                     pushed = true;
                 }
-                let action = match l.kind {
-                    ForKind::Parallel => Some("parallelized"),
-                    ForKind::Vectorized => Some("vectorized"),
-                    ForKind::Thread(_) => Some("bound"),
-                    _ => None,
-                };
-                if let Some(action) = action.filter(|_| !(l.kind != ForKind::Vectorized && only_atomic_writes(f, &l.body))) {
-                    let mut found = None;
-                    walk_stmts(&l.body, &mut |x| {
-                        if let StmtKind::Block(b) = &x.kind {
-                            for it in &b.iters {
-                                if found.is_none() && it.kind == IterKind::Reduce && it.binding.uses_var(l.var) {
-                                    found = Some((b.name.clone(), Schedule::var_name(f, it.var)));
-                                }
-                            }
-                        }
-                    });
-                    if let Some((block, iter)) = found {
-                        return Err((s.span, ScheduleError::ReductionLoop { loop_var: name, block, iter, action }));
-                    }
-                    check_independent(f, l, action).map_err(|e| (s.span, e))?;
+                if l.kind != ForKind::Serial {
+                    prove_body(f, l, l.kind).map_err(|e| (s.span, e))?;
                 }
             }
             for list in s.kind.child_lists() {
