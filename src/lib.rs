@@ -12,7 +12,8 @@
 //! * [`driver`] — loading, lowering and binding programs;
 //! * [`einsum`] — programs from TACO's index notation (`C(i,k) = A(i,j) * B(j,k)`);
 //! * [`npy`] — NumPy `.npy` array files;
-//! * [`estimate`] — an estimate of a GPU kernel's time from its memory-access trace.
+//! * [`estimate`] — an estimate of a GPU kernel's time from its memory-access trace;
+//! * [`alloc`] — a global allocator that aligns large arrays to cache lines and huge pages.
 
 pub use sparsec_formats as formats;
 pub use sparsec_interp as interp;
@@ -20,6 +21,7 @@ pub use sparsec_ir as ir;
 pub use sparsec_passes as passes;
 pub use sparsec_schedule as schedule;
 
+pub mod alloc;
 pub mod backend;
 pub mod driver;
 pub mod einsum;

@@ -150,6 +150,11 @@ fn geomean(xs: impl Iterator<Item = f64>) -> f64 {
     (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
 }
 
+/// Large arrays on cache lines and huge pages (`sparsec::alloc`): a dense operand's rows
+/// then never straddle lines.
+#[global_allocator]
+static ALLOC: sparsec::alloc::CacheAligned = sparsec::alloc::CacheAligned;
+
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-')).unwrap_or_default();
     let rounds: usize = std::env::var("SPARSEC_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);

@@ -19,7 +19,7 @@ use half::{bf16, f16};
 use melior::ir::{Block, BlockLike, Location, Module, Type};
 use melior::Context;
 use mlir_sys::{
-    mlirExecutionEngineCreate, mlirExecutionEngineDestroy, mlirExecutionEngineInvokePacked, MlirExecutionEngine,
+    mlirExecutionEngineCreate, mlirExecutionEngineDestroy, MlirExecutionEngine,
     MlirStringRef,
 };
 use sparsec_ir::data::{Args, Array, Scalar};
@@ -201,6 +201,10 @@ pub fn emit_cpu_mlir(func: &Func, opts: &CpuOptions) -> Result<String> {
 /// `Sync`).
 pub struct CpuKernel {
     engine: MlirExecutionEngine,
+    /// The packed entry point of the C interface (`_mlir_ciface_<name>`, taking a pointer to
+    /// each argument, a memref's to its descriptor), looked up once: a lookup through the
+    /// JIT's symbol tables costs about 1 µs a call.
+    entry: unsafe extern "C" fn(*mut *mut c_void),
     func: Func,
     sig: Vec<AbiParam>,
     threaded: bool,
@@ -305,7 +309,16 @@ impl CpuKernel {
         if engine.ptr.is_null() {
             return Err(MlirError::Jit(format!("cannot create the execution engine for `{}`", func.name)));
         }
-        Ok(CpuKernel { engine, func: func.clone(), sig, threaded, object: opts.keep_object })
+        // The engine compiles lazily: the lookup makes the code now, once.
+        let ciface = format!("_mlir_ciface_{}", func.name);
+        let entry = unsafe { mlir_sys::mlirExecutionEngineLookupPacked(engine, string_ref(&ciface)) };
+        if entry.is_null() {
+            unsafe { mlirExecutionEngineDestroy(engine) };
+            return Err(MlirError::Jit(format!("no entry point for `{}`", func.name)));
+        }
+        // SAFETY: the execution engine's packed wrapper has the C type `void (void **)`.
+        let entry = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut *mut c_void)>(entry) };
+        Ok(CpuKernel { engine, entry, func: func.clone(), sig, threaded, object: opts.keep_object })
     }
 
     /// Writes the kernel's machine code as an object file (ELF on Linux) to `path`, for a
@@ -315,10 +328,6 @@ impl CpuKernel {
             return Err(MlirError::Jit("the kernel was compiled without `keep_object`".into()));
         }
         let name = path.to_str().ok_or_else(|| MlirError::Jit(format!("path `{}` is not UTF-8", path.display())))?;
-        // The engine compiles lazily: look the entry up first so that its code exists.
-        if unsafe { mlir_sys::mlirExecutionEngineLookupPacked(self.engine, string_ref(&self.func.name)) }.is_null() {
-            return Err(MlirError::Jit(format!("no entry point for `{}`", self.func.name)));
-        }
         let file = MlirStringRef { data: name.as_ptr().cast(), length: name.len() };
         unsafe { mlir_sys::mlirExecutionEngineDumpToObjectFile(self.engine, file) };
         if !path.exists() {
@@ -375,17 +384,9 @@ impl CpuKernel {
                 }
             }
         }
-        let name = self.func.name.as_str();
-        let result = unsafe {
-            mlirExecutionEngineInvokePacked(
-                self.engine,
-                string_ref(name),
-                packed.as_mut_ptr(),
-            )
-        };
-        if result.value == 0 {
-            return Err(MlirError::Jit(format!("cannot invoke `{name}`")));
-        }
+        // SAFETY: `packed` holds a pointer to each argument of the entry's signature, each
+        // valid for the call (the arrays were checked against the buffers bound to them).
+        unsafe { (self.entry)(packed.as_mut_ptr()) };
         for p in prepared {
             if let Prepared::Copy { name, data, back, .. } = p {
                 if let Some(a) = args.arrays.get_mut(&name) {

@@ -83,6 +83,11 @@ pub(crate) struct Tr<'c, 'f> {
     var_index: Vec<Option<Val<'c>>>,
     /// Defining expressions of block iterators and `let`s.
     var_def: Vec<Option<Expr>>,
+    /// CPU: the loop being built whose iterations prefetch its gathers, and how far ahead
+    /// (`sparsec_ir::prefetch`).
+    prefetch: Option<(sparsec_ir::VarId, i64)>,
+    /// Loads clamp their index to their array (a prefetch's look-ahead).
+    clamp_loads: bool,
 }
 
 /// The barrier state of a GPU kernel being translated.
@@ -145,6 +150,8 @@ impl<'c, 'f> Tr<'c, 'f> {
             hoisted: Vec::new(),
             var_index: vec![None; func.vars.len()],
             var_def: vec![None; func.vars.len()],
+            prefetch: None,
+            clamp_loads: false,
         }
     }
 
@@ -480,7 +487,10 @@ impl<'c, 'f> Tr<'c, 'f> {
                 }
                 let m = self.buf_val(*buf)?;
                 let d = self.buf_dtype(*buf)?;
-                let i = self.flat_index(b, *buf, idx)?;
+                let mut i = self.flat_index(b, *buf, idx)?;
+                if self.clamp_loads {
+                    i = self.clamped(b, m, i)?;
+                }
                 self.emit1(b, "memref.load", &[m, i], self.ty(d), &[])
             }
             Expr::AtomicAdd(buf, idx, v) => {
@@ -1183,6 +1193,40 @@ impl<'c, 'f> Tr<'c, 'f> {
             self.stmt(b, s)?;
         }
         let init = if tiled.is_some() { init } else { None };
+        let bounds = [lb, ub, step];
+        let ahead = if parallel { None } else { self.prefetch_request(b, f, tiled.as_ref())? };
+        let Some((big, d)) = ahead else {
+            return self.loop_copy(b, f, dtype, parallel, bounds, &hoist, tiled.as_ref(), init);
+        };
+        // Two copies: the one that prefetches runs where a gathered array is large.
+        let copy = |t: &mut Self, d: Option<i64>| {
+            t.region(&[], |t, blk, _| {
+                let saved = t.prefetch;
+                t.prefetch = d.map(|d| (f.var, d));
+                let r = t.loop_copy(blk, f, dtype, parallel, bounds, &hoist, tiled.as_ref(), init);
+                t.prefetch = saved;
+                r?;
+                t.yield_(blk, &[])
+            })
+        };
+        let (with, without) = (copy(self, Some(d))?, copy(self, None)?);
+        b.append_operation(self.build("scf.if", &[big], &[], &[], vec![with, without])?);
+        Ok(())
+    }
+
+    /// The loop of [`Self::plain_loop`] with its hoisted loads and register tiles.
+    #[allow(clippy::too_many_arguments)]
+    fn loop_copy(
+        &mut self,
+        b: &Block<'c>,
+        f: &'f For,
+        dtype: DType,
+        parallel: bool,
+        [lb, ub, step]: [Val<'c>; 3],
+        hoist: &[crate::hoist::Hoisted],
+        tiled: Option<&Plan<'f>>,
+        init: Option<(&'f Stmt, &'f Expr)>,
+    ) -> Result<()> {
         if hoist.is_empty() && tiled.is_none() {
             return self.loop_op(b, f, dtype, parallel, [lb, ub, step]);
         }
@@ -1190,11 +1234,11 @@ impl<'c, 'f> Tr<'c, 'f> {
         let runs = self.cmpi(b, 2, lb, ub)?;
         let region = self.region(&[], |t, blk, _| {
             let depth = t.hoisted.len();
-            for h in &hoist {
+            for h in hoist {
                 let v = t.expr(blk, &h.outside)?;
                 t.hoisted.push((h.key.clone(), v));
             }
-            let r = match &tiled {
+            let r = match tiled {
                 Some(p) => t.reg_tiled(blk, f, p, dtype, lb, ub, init.map(|x| x.1)),
                 None => t.loop_op(blk, f, dtype, parallel, [lb, ub, step]),
             };
@@ -1211,6 +1255,131 @@ impl<'c, 'f> Tr<'c, 'f> {
         };
         b.append_operation(self.build("scf.if", &[runs], &[], &[], vec![region, els])?);
         Ok(())
+    }
+
+    /// Where loop `f` is annotated to prefetch (`sparsec_ir::prefetch`) and has gathers
+    /// (in its register tile's update when `tiled`): whether this call prefetches (a gathered
+    /// array holds at least the annotated bytes) and how far ahead.
+    fn prefetch_request(&mut self, b: &Block<'c>, f: &'f For, tiled: Option<&Plan<'f>>) -> Result<Option<(Val<'c>, i64)>> {
+        use sparsec_ir::prefetch::{PREFETCH_DISTANCE_ATTR, PREFETCH_MIN_BYTES_ATTR};
+        let int = |k: &str| match f.attrs.get(k) {
+            Some(sparsec_ir::AttrValue::Int(n)) => Some(*n),
+            _ => None,
+        };
+        let (Some(d), min) = (int(PREFETCH_DISTANCE_ATTR).filter(|&d| d > 0), int(PREFETCH_MIN_BYTES_ATTR).unwrap_or(0)) else {
+            return Ok(None);
+        };
+        if !matches!(self.target, Target::Cpu { .. }) {
+            return Ok(None);
+        }
+        let loads = self.gathers_of(f, tiled);
+        let mut bufs: Vec<BufferId> = Vec::new();
+        for e in loads {
+            if let Expr::Load(buf, _) = e {
+                if !bufs.contains(buf) {
+                    bufs.push(*buf);
+                }
+            }
+        }
+        let mut big: Option<Val<'c>> = None;
+        for buf in bufs {
+            let m = self.buf_val(buf)?;
+            let zero = self.cidx(b, 0)?;
+            let it = self.index();
+            let n = self.emit1(b, "memref.dim", &[m, zero], it, &[])?;
+            let size = self.cidx(b, self.buf_dtype(buf)?.size_bytes() as i64)?;
+            let bytes = self.emit1(b, "arith.muli", &[n, size], it, &[])?;
+            let least = self.cidx(b, min)?;
+            // sge
+            let is = self.cmpi(b, 5, bytes, least)?;
+            big = Some(match big {
+                None => is,
+                Some(c) => self.emit1(b, "arith.ori", &[c, is], self.ty(DType::Bool), &[])?,
+            });
+        }
+        Ok(big.map(|c| (c, d)))
+    }
+
+    /// The gathers of loop `f` that a copy of it prefetches: those of its register tile's
+    /// update, or of its body.
+    fn gathers_of(&self, f: &'f For, tiled: Option<&Plan<'f>>) -> Vec<&'f Expr> {
+        match tiled {
+            Some(p) => {
+                let mut out = Vec::new();
+                let exprs: Vec<&'f Expr> = match p.update {
+                    Update::Add { rhs, .. } => vec![rhs],
+                    Update::Fma { a, b } => vec![a, b],
+                };
+                for e in exprs {
+                    e.walk(&mut |x| {
+                        if sparsec_ir::prefetch::is_gather(x, &p.jvars) && !out.contains(&x) {
+                            out.push(x);
+                        }
+                    });
+                }
+                out
+            }
+            None => sparsec_ir::prefetch::gathers(&f.body, f.var).into_iter().map(|g| g.load).collect(),
+        }
+    }
+
+    /// Prefetches, `d` iterations of loop `f` ahead of the one at index `iv`, what the
+    /// gather `load` reads: the loop variable, then `scope` (the definitions in scope at
+    /// the load), are bound at the later iteration, with every read clamped to its array.
+    /// The bindings in force are restored afterwards.
+    fn prefetch_at(&mut self, b: &Block<'c>, f: &'f For, iv: Val<'c>, d: i64, load: &Expr, scope: &[sparsec_ir::prefetch::Binding<'_>]) -> Result<()> {
+        let Expr::Load(buf, idx) = load else { return Ok(()) };
+        let saved = (self.vars.clone(), self.var_index.clone(), self.var_def.clone());
+        let r = (|| {
+            self.clamp_loads = true;
+            self.bind_ahead(b, f, iv, d)?;
+            for s in scope {
+                let v = self.expr(b, s.value)?;
+                if let Some(slot) = self.var_def.get_mut(s.var.index()) {
+                    *slot = Some(s.value.clone());
+                }
+                self.bind_var(s.var, v);
+            }
+            self.prefetch_load(b, *buf, idx)
+        })();
+        self.clamp_loads = false;
+        (self.vars, self.var_index, self.var_def) = saved;
+        r
+    }
+
+    /// Binds loop `f`'s variable at `d` iterations after the one at index `iv`.
+    fn bind_ahead(&mut self, b: &Block<'c>, f: &'f For, iv: Val<'c>, d: i64) -> Result<()> {
+        let dtype = self.func.vars.try_get(f.var).map(|v| v.dtype).ok_or_else(|| MlirError::internal("unknown loop variable"))?;
+        let dist = self.cidx(b, d)?;
+        let at = self.emit1(b, "arith.addi", &[iv, dist], self.index(), &[])?;
+        let v = self.index_to(b, at, dtype)?;
+        self.bind_var(f.var, v);
+        if let Some(slot) = self.var_index.get_mut(f.var.index()) {
+            *slot = Some(at);
+        }
+        Ok(())
+    }
+
+    /// `memref.prefetch` of `buf[idx]` under the bindings in force (reads clamped: see
+    /// [`Self::prefetch_at`]).
+    fn prefetch_load(&mut self, b: &Block<'c>, buf: BufferId, idx: &[Expr]) -> Result<()> {
+        let m = self.buf_val(buf)?;
+        // Reads inside the index are clamped; the address itself needs no clamp (a prefetch
+        // never faults, and a gather's index is in range where its reads are).
+        let i = self.flat_index(b, buf, idx)?;
+        let (no, yes, hint) = (self.attr("false")?, self.attr("true")?, self.attr("3 : i32")?);
+        self.emit(b, "memref.prefetch", &[m, i], &[], &[("isWrite", no), ("localityHint", hint), ("isDataCache", yes)]).map(drop)
+    }
+
+    /// `i` clamped to the elements of the one-dimensional memref `m` (which has at least one).
+    fn clamped(&mut self, b: &Block<'c>, m: Val<'c>, i: Val<'c>) -> Result<Val<'c>> {
+        let it = self.index();
+        let zero = self.cidx(b, 0)?;
+        let one = self.cidx(b, 1)?;
+        let n = self.emit1(b, "memref.dim", &[m, zero], it, &[])?;
+        let last = self.emit1(b, "arith.subi", &[n, one], it, &[])?;
+        let i = self.emit1(b, "arith.minsi", &[i, last], it, &[])?;
+        self.emit1(b, "arith.maxsi", &[i, zero], it, &[])
     }
 
     /// `body` in an `scf.execute_region` whose block is the entry of its allocations,
@@ -1420,6 +1589,28 @@ impl<'c, 'f> Tr<'c, 'f> {
         let mut args = vec![it];
         args.extend(types.iter().copied());
         let region = self.region(&args, |t, jb, a| {
+            if let Some((_, d)) = t.prefetch.filter(|(v, _)| *v == f.var) {
+                // What the gathers read `d` nonzeros ahead, a line per accumulator.
+                let loads = t.gathers_of(f, Some(p));
+                let saved = (t.vars.clone(), t.var_index.clone(), t.var_def.clone());
+                t.clamp_loads = true;
+                let r = (|| {
+                    t.bind_ahead(jb, f, a[0], d)?;
+                    for i in 0..u {
+                        let k = kt(t, jb, i)?;
+                        t.bind_k(jb, p, k, true)?;
+                        for l in loads.iter().filter(|l| i == 0 || p.on_k(l)) {
+                            if let Expr::Load(buf, idx) = l {
+                                t.prefetch_load(jb, *buf, idx)?;
+                            }
+                        }
+                    }
+                    Ok(())
+                })();
+                t.clamp_loads = false;
+                (t.vars, t.var_index, t.var_def) = saved;
+                r?;
+            }
             let jv = t.index_to(jb, a[0], jd)?;
             t.bind_var(f.var, jv);
             if let Some(slot) = t.var_index.get_mut(f.var.index()) {
@@ -1566,6 +1757,11 @@ impl<'c, 'f> Tr<'c, 'f> {
             t.bind_var(var, v);
             if let Some(slot) = t.var_index.get_mut(var.index()) {
                 *slot = Some(iv[0]);
+            }
+            if let Some((_, d)) = t.prefetch.filter(|(v, _)| *v == var) {
+                for g in sparsec_ir::prefetch::gathers(&f.body, var) {
+                    t.prefetch_at(blk, f, iv[0], d, g.load, &g.scope)?;
+                }
             }
             if parallel && allocates(self.func, &f.body, |_| true) {
                 // Each parallel iteration gets its own hoisted allocations.

@@ -413,6 +413,11 @@ fn spmm_operands(
 }
 
 
+/// Large arrays on cache lines and huge pages (`sparsec::alloc`): a dense operand's rows
+/// then never straddle lines.
+#[global_allocator]
+static ALLOC: sparsec::alloc::CacheAligned = sparsec::alloc::CacheAligned;
+
 fn main() -> ExitCode {
     // Mesa's Vulkan loader prints `error: XDG_RUNTIME_DIR is invalid or not set` on every
     // wgpu run without one; set it before any thread starts.

@@ -259,7 +259,7 @@ impl Expr {
     }
 
     /// Calls `f` on this expression and every sub-expression, parents first.
-    pub fn walk(&self, f: &mut impl FnMut(&Expr)) {
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
         f(self);
         for c in self.children() {
             c.walk(f);

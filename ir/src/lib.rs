@@ -20,6 +20,7 @@ pub mod expr;
 pub mod func;
 pub mod injective;
 pub mod names;
+pub mod prefetch;
 pub mod span;
 pub mod sync;
 pub mod text;

@@ -336,3 +336,82 @@ fn default_cpu_kernels_multiply_in_host_wide_vector_fmas() {
         assert!(!asm.lines().any(|l| l.contains("vmulps") && l.contains(reg)), "{name}: a separate multiply:\n{asm}");
     }
 }
+
+/// `f` with every loop's prefetch annotations passed to `edit`.
+fn with_prefetch(f: &Func, edit: &dyn Fn(&mut sparsec_ir::Attrs)) -> Func {
+    fn rec(stmts: &mut [sparsec_ir::Stmt], edit: &dyn Fn(&mut sparsec_ir::Attrs)) {
+        for s in stmts {
+            if let sparsec_ir::StmtKind::For(l) = &mut s.kind {
+                if l.attrs.contains_key(sparsec_ir::prefetch::PREFETCH_DISTANCE_ATTR) {
+                    edit(&mut l.attrs);
+                }
+            }
+            for c in s.kind.child_lists_mut() {
+                rec(c, edit);
+            }
+        }
+    }
+    let mut g = f.clone();
+    rec(&mut g.body, edit);
+    g
+}
+
+/// The default CPU schedule asks SpMM's and SpMV's nonzero loops to prefetch their gathers
+/// (`sparsec_ir::prefetch`) where the gathered array is large. Told to prefetch from any
+/// size, so that the tests' small matrices take the prefetching copy (its look-ahead
+/// clamped at the last nonzero), a kernel gives the bits of the one that does not prefetch,
+/// and its machine code prefetches.
+#[test]
+fn prefetching_copies_give_the_bits_of_the_loops_without() {
+    use sparsec_ir::prefetch::{PREFETCH_DISTANCE_ATTR, PREFETCH_MIN_BYTES_ATTR};
+    use sparsec_ir::AttrValue;
+    let cases = [("csrmm", super::common::cpu_scheduled("csrmm"), "c", stage3("csrmm")), (
+        "spmv",
+        sparsec_schedule::auto::cpu_schedule(&spmv()).unwrap(),
+        "y",
+        sparsec_passes::PassManager::lowering_to(sparsec_ir::Stage::III).run(&spmv()).unwrap(),
+    )];
+    for (name, f, out, reference) in cases {
+        let mut annotated = 0;
+        sparsec_ir::walk_stmts(&f.body, &mut |s| {
+            if let sparsec_ir::StmtKind::For(l) = &s.kind {
+                annotated += l.attrs.contains_key(PREFETCH_DISTANCE_ATTR) as usize;
+            }
+        });
+        assert_eq!(annotated, 1, "{name}: the nonzero loop prefetches");
+        let eager = with_prefetch(&f, &|a| {
+            a.insert(PREFETCH_MIN_BYTES_ATTR.into(), AttrValue::Int(0));
+        });
+        let plain = with_prefetch(&f, &|a| {
+            a.shift_remove(PREFETCH_DISTANCE_ATTR);
+            a.shift_remove(PREFETCH_MIN_BYTES_ATTR);
+        });
+        let text = sparsec_backend_mlir::emit_cpu_mlir(&eager, &CpuOptions::default()).unwrap();
+        assert!(text.contains("memref.prefetch"), "{name}:\n{text}");
+        assert!(machine_code(&eager).contains("prefetcht0"), "{name}: no prefetch in the machine code");
+        assert!(!machine_code(&plain).contains("prefetch"), "{name}: a prefetch without the annotation");
+        let kernels: Vec<(&str, CpuKernel)> = [("prefetching, serial", &eager, false), ("prefetching, threads", &eager, true), ("without", &plain, false)]
+            .into_iter()
+            .map(|(what, g, parallel)| (what, CpuKernel::compile(g, &CpuOptions { parallel, ..CpuOptions::default() }).unwrap()))
+            .collect();
+        let mut rng = kit::Rng::new(21);
+        for (mname, m) in width_matrices() {
+            for feat in if name == "csrmm" { vec![1, 32, 40] } else { vec![1] } {
+                let a = match name {
+                    "csrmm" => kit::workloads::csrmm_args(&m, rng.vec(m.cols * feat), feat, f32::NAN),
+                    _ => kit::workloads::spmv_args(&m, rng.vec(m.cols), f32::NAN),
+                };
+                let want = kit::output_f32(&sparsec_interp::run(&reference, &a).unwrap(), out);
+                let mut outs = Vec::new();
+                for (what, k) in &kernels {
+                    let mut got = a.clone();
+                    k.run(&mut got).unwrap();
+                    let got = kit::output_f32(&got, out);
+                    kit::assert_close(&format!("{name} ({what}) on {mname}, feat {feat}"), &got, &want, 1e-5);
+                    outs.push(got.iter().map(|x| x.to_bits()).collect::<Vec<u32>>());
+                }
+                assert!(outs.windows(2).all(|w| w[0] == w[1]), "{name} on {mname}, feat {feat}: prefetching changed the bits");
+            }
+        }
+    }
+}
