@@ -8,9 +8,12 @@
 //! * [`cpu`]: independent outermost loops become `parallel`; an accumulation of one element
 //!   per row or per nonzero is kept in a register over it (SpMV's `y[i]`, SDDMM's `C[i, j]`),
 //!   and a feature reduction into it sums in one 512-bit vector of partial sums
-//!   ([`cpu_registers`]); a row nest runs as chunks of rows balanced by nonzeros
-//!   (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]); an innermost loop that drives only spatial
-//!   iterators becomes `vectorized`.
+//!   ([`cpu_registers`]), and a row of at least [`CPU_LONG_ROW`] nonzeros whose work per
+//!   nonzero is scalar in [`CPU_ROW_SUMS`] partial sums (`specialize`,
+//!   [`long_row_partial_sums`]); a row nest runs as chunks of rows balanced by nonzeros
+//!   (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches what its nonzero loops gather
+//!   where the gathered array is large ([`CPU_PREFETCH_DISTANCE`]); an innermost loop that
+//!   drives only spatial iterators becomes `vectorized`.
 //! * [`gpu`]: independent outermost loops, fused with the independent loops perfectly
 //!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`;
 //!   a row nest in SpMM's shape gets rows on the warps of blocks (4 per block) and features
@@ -211,6 +214,10 @@ fn cpu_registers(sch: &mut Schedule, outer: &str) -> Result<()> {
         let Some(bytes) = dtype.map(|d| d.size_bytes() as i64).filter(|b| *b > 0) else { continue };
         if cached {
             partial_sums_where_they_lower(sch, &name, CPU_VECTOR_BYTES / bytes);
+            let mut trial = sch.clone();
+            if long_row_partial_sums(&mut trial, &name).is_ok() && lowers(trial.func()) {
+                *sch = trial;
+            }
         }
     }
     Ok(())
@@ -393,6 +400,17 @@ fn vector_partial_sums(sch: &mut Schedule, name: &str, width: i64) -> Result<()>
     if extent.as_int().is_some() || reads_buffer(extent) {
         return Err(refuse());
     }
+    partial_sums(sch, name, width, true)
+}
+
+/// Sums the accumulation of block `name` over its innermost loop in `width` partial sums:
+/// the loop is split by `width`, `rfactor` gives the sums (in `local` scope), their update
+/// and zeroing loops are vectorized (`vector`) or unrolled, and the final sum of the `width`
+/// is unrolled.
+fn partial_sums(sch: &mut Schedule, name: &str, width: i64, vector: bool) -> Result<()> {
+    let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto", block: name.into() };
+    let b = sch.get_block(name)?;
+    let k = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
     let parts = sch.split(k, &[None, Some(width)])?;
     let rf = sch.rfactor(parts[1], 0)?;
     let sums = sch.func().buffers.iter().last().map(|(_, x)| x.name.clone()).ok_or_else(refuse)?;
@@ -400,12 +418,51 @@ fn vector_partial_sums(sch: &mut Schedule, name: &str, width: i64) -> Result<()>
     let loops = sch.get_loops(rf)?;
     let &[.., outer, lanes] = loops.as_slice() else { return Err(refuse()) };
     let init = sch.decompose_reduction(rf, outer)?;
-    sch.vectorize(lanes)?;
     let zeroing = *sch.get_loops(init)?.last().ok_or_else(refuse)?;
-    sch.vectorize(zeroing)?;
+    for l in [lanes, zeroing] {
+        if vector {
+            sch.vectorize(l)?;
+        } else {
+            sch.unroll(l)?;
+        }
+    }
     let b = sch.get_block(name)?;
     let total = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
     sch.unroll(total)
+}
+
+/// Rows of at least this many nonzeros are summed in [`CPU_ROW_SUMS`] partial sums where a
+/// nonzero's work is scalar (SpMV, [`long_row_partial_sums`]). On the development machine
+/// (one thread) rows averaging 42 nonzeros (bcsstk13) took 0.84× the time of one sum, and
+/// rows of 32 (dnn-n1024-l1) 1.13× when the copy ran from 16: there the one chain of
+/// multiply-adds is not what limits.
+pub const CPU_LONG_ROW: i64 = 40;
+
+/// Partial sums of a long row's scalar accumulation ([`CPU_LONG_ROW`]): independent chains
+/// of fused multiply-adds, so the row is not one chain of their latency.
+pub const CPU_ROW_SUMS: i64 = 4;
+
+/// Where the innermost loop of block `name` walks a row's nonzeros (its extent reads a
+/// buffer) with nothing but the block inside: a copy of the loop for rows of at least
+/// [`CPU_LONG_ROW`] (`specialize`) sums in [`CPU_ROW_SUMS`] partial sums; shorter rows keep
+/// one sum in order, which costs them less.
+fn long_row_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
+    let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto", block: name.into() };
+    let b = sch.get_block(name)?;
+    let j = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
+    let (path, _) = sch.loop_path(sch.func(), j.0)?;
+    let l = crate::loops::loop_at(sch.func(), &path, j.0)?;
+    let only_block = matches!(l.body.as_slice(), [Stmt { kind: StmtKind::Block(b), .. }] if b.name == name && first_blocks(&b.body).is_empty());
+    if !reads_buffer(&l.extent) || !only_block {
+        return Err(refuse());
+    }
+    let [long, _] = sch.specialize(j, CPU_LONG_ROW)?;
+    let (path, _) = sch.loop_path(sch.func(), long.0)?;
+    let copy = match tree::get(&sch.func().body, &path) {
+        Some(Stmt { kind: StmtKind::For(l), .. }) => first_blocks(&l.body).first().map(|b| b.name.clone()),
+        _ => None,
+    };
+    partial_sums(sch, &copy.ok_or_else(refuse)?, CPU_ROW_SUMS, false)
 }
 
 /// Applies `cache` (a `cache_read` or `cache_write` to local scope) and keeps it only when it

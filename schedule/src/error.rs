@@ -315,6 +315,14 @@ pub enum ScheduleError {
         /// The loop that was inside.
         inner: String,
     },
+    /// `specialize` of a loop it cannot copy.
+    #[error("specialize: loop `{loop_var}` cannot be copied: {why}")]
+    LoopNotSpecializable {
+        /// The loop.
+        loop_var: String,
+        /// Why not.
+        why: String,
+    },
     /// The loop is not serial any more (already parallel, vectorized, unrolled or bound).
     #[error("loop `{loop_var}` is already {kind}")]
     AlreadyBound {

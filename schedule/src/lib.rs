@@ -12,7 +12,8 @@
 //!   [`Schedule::sparse_reorder`], [`Schedule::sparse_fuse`];
 //! * Stage II/III: [`Schedule::get_block`], [`Schedule::get_loops`], [`Schedule::split`],
 //!   [`Schedule::fuse`], [`Schedule::reorder`], [`Schedule::bind`], [`Schedule::parallel`],
-//!   [`Schedule::vectorize`], [`Schedule::unroll`];
+//!   [`Schedule::vectorize`], [`Schedule::unroll`], [`Schedule::partition`],
+//!   [`Schedule::specialize`];
 //! * caches (Stage II/III): [`Schedule::cache_read`], [`Schedule::cache_write`],
 //!   [`Schedule::set_scope`];
 //! * reductions and nest moves (Stage II/III): [`Schedule::decompose_reduction`],

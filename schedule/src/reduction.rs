@@ -72,14 +72,15 @@ pub(crate) fn fresh_block_name(f: &Func, base: &str) -> String {
     sparsec_ir::names::fresh_in(&mut sparsec_ir::names::block_names(f), base)
 }
 
-/// The statements between the enclosing block (or the function body) and the statement at
-/// `path`, outermost first, with their paths.
+/// The statements between the enclosing block, two-way `if` (a `specialize`d loop's
+/// branch) or the function body and the statement at `path`, outermost first, with their
+/// paths.
 pub(crate) fn nest_above<'f>(f: &'f Func, path: &Path) -> Vec<(Path, &'f Stmt)> {
     let mut out = Vec::new();
     for k in (1..path.len()).rev() {
         let p = path[..k].to_vec();
         let Some(s) = tree::get(&f.body, &p) else { break };
-        if matches!(s.kind, StmtKind::Block(_)) {
+        if matches!(&s.kind, StmtKind::Block(_)) || matches!(&s.kind, StmtKind::If { else_body, .. } if !else_body.is_empty()) {
             break;
         }
         out.push((p, s));

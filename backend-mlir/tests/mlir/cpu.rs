@@ -286,6 +286,10 @@ fn default_spmv_accumulates_in_a_register_and_matches_the_interpreter() {
     // `y[i]` is one local element over the row, not a load and a store per nonzero.
     let printed = sparsec_ir::text::print_func(&f);
     assert!(printed.contains("Y_local = alloc_buffer([1], f32, local)"), "{printed}");
+    // Rows of at least `CPU_LONG_ROW` nonzeros in `CPU_ROW_SUMS` partial sums, in a copy of
+    // the row's loop (the shared matrices' longest rows and the generated full row take it).
+    let long = format!(">= {} {{", sparsec_schedule::auto::CPU_LONG_ROW);
+    assert!(printed.contains(&long) && printed.contains("Y_local_rf"), "{printed}");
     let reference = sparsec_passes::PassManager::lowering_to(sparsec_ir::Stage::III).run(&spmv()).unwrap();
     let threaded = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
     let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
@@ -378,7 +382,7 @@ fn prefetching_copies_give_the_bits_of_the_loops_without() {
                 annotated += l.attrs.contains_key(PREFETCH_DISTANCE_ATTR) as usize;
             }
         });
-        assert_eq!(annotated, 1, "{name}: the nonzero loop prefetches");
+        assert!(annotated >= 1, "{name}: no nonzero loop prefetches");
         let eager = with_prefetch(&f, &|a| {
             a.insert(PREFETCH_MIN_BYTES_ATTR.into(), AttrValue::Int(0));
         });

@@ -131,6 +131,7 @@ primitives! {
     bind: Bind,
     parallel: Parallel,
     partition: Partition,
+    specialize: Specialize,
     vectorize: Vectorize,
     unroll: Unroll,
     cache_read: CacheRead,
