@@ -48,15 +48,47 @@ use sparsec_ir::{Expr, IterKind, Stage, ThreadTag};
 
 type Result<T> = std::result::Result<T, ScheduleError>;
 
+/// The CPU default's parameters ([`cpu_tuned`]). `Default` gives the measured choices
+/// ([`CPU_LONG_ROW`], [`CPU_ROW_SUMS`], [`CPU_PREFETCH_DISTANCE`], [`CPU_PREFETCH_MIN_BYTES`]);
+/// the fuzzer also runs `long_row: 1, prefetch_min_bytes: 0`, which takes every path on small
+/// inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTuning {
+    /// Rows of at least this many nonzeros sum in partial sums where a nonzero's work is scalar.
+    pub long_row: i64,
+    /// How many partial sums such a row has.
+    pub row_sums: i64,
+    /// Iterations ahead that a nonzero loop prefetches its gathers.
+    pub prefetch_distance: i64,
+    /// Least size in bytes of a gathered array from which a call prefetches.
+    pub prefetch_min_bytes: i64,
+}
+
+impl Default for CpuTuning {
+    fn default() -> Self {
+        CpuTuning {
+            long_row: CPU_LONG_ROW,
+            row_sums: CPU_ROW_SUMS,
+            prefetch_distance: CPU_PREFETCH_DISTANCE,
+            prefetch_min_bytes: CPU_PREFETCH_MIN_BYTES,
+        }
+    }
+}
+
 /// Applies the CPU default to a Stage II/III schedule.
 pub fn cpu(sch: &mut Schedule) -> Result<()> {
+    cpu_tuned(sch, &CpuTuning::default())
+}
+
+/// [`cpu`] with the parameters `t`.
+pub fn cpu_tuned(sch: &mut Schedule, t: &CpuTuning) -> Result<()> {
     sch.need_loop_stage("auto::cpu")?;
     for nest in nests(sch.func()) {
         if nest.independent {
             let block = sch.get_block(&nest.block)?;
             let outer = sch.get_loops(block)?[0];
             sch.parallel(outer)?;
-            cpu_registers(sch, &nest.block)?;
+            cpu_registers(sch, &nest.block, t)?;
             // Loops between the row loop and its block repeat each nonzero's work.
             let between = sch.get_loops(block)?.len() > 1;
             let row = sch.loop_var(outer)?;
@@ -67,7 +99,7 @@ pub fn cpu(sch: &mut Schedule) -> Result<()> {
                     *sch = trial;
                 }
             }
-            prefetch_gathers(sch, &nest.block)?;
+            prefetch_gathers(sch, &nest.block, t)?;
         }
     }
     for (block, var) in vector_candidates(sch.func()) {
@@ -206,7 +238,7 @@ fn partial_sums_where_they_lower(sch: &mut Schedule, name: &str, width: i64) {
 /// nonzero `j`). A feature reduction then sums in [`CPU_VECTOR_BYTES`] worth of partial
 /// sums ([`vector_partial_sums`]). Accumulations that are not one element per place (SpMM's
 /// rows of `C`, which the backend tiles in registers itself) stay as they are.
-fn cpu_registers(sch: &mut Schedule, outer: &str) -> Result<()> {
+fn cpu_registers(sch: &mut Schedule, outer: &str, t: &CpuTuning) -> Result<()> {
     for (name, written) in accumulations(sch.func(), outer) {
         let [buf] = written.as_slice() else { continue };
         let cached = register_at(sch, &name, buf, |s| Ok(s.get_block(outer)?.into())) || cpu_register_at_loop(sch, &name, buf)?;
@@ -215,7 +247,7 @@ fn cpu_registers(sch: &mut Schedule, outer: &str) -> Result<()> {
         if cached {
             partial_sums_where_they_lower(sch, &name, CPU_VECTOR_BYTES / bytes);
             let mut trial = sch.clone();
-            if long_row_partial_sums(&mut trial, &name).is_ok() && lowers(trial.func()) {
+            if long_row_partial_sums(&mut trial, &name, t).is_ok() && lowers(trial.func()) {
                 *sch = trial;
             }
         }
@@ -314,7 +346,7 @@ pub const CPU_PREFETCH_MIN_BYTES: i64 = 16 << 20;
 /// gather through an index they pick (`sparsec_ir::prefetch`: SpMM's and SpMV's nonzero
 /// loops) to prefetch [`CPU_PREFETCH_DISTANCE`] iterations ahead from
 /// [`CPU_PREFETCH_MIN_BYTES`].
-fn prefetch_gathers(sch: &mut Schedule, name: &str) -> Result<()> {
+fn prefetch_gathers(sch: &mut Schedule, name: &str, t: &CpuTuning) -> Result<()> {
     use sparsec_ir::prefetch::{has_gather, PREFETCH_DISTANCE_ATTR, PREFETCH_MIN_BYTES_ATTR};
     let rv = sch.get_block(name)?;
     let outer = sch.block_path(sch.func(), rv.id())?;
@@ -339,8 +371,8 @@ fn prefetch_gathers(sch: &mut Schedule, name: &str) -> Result<()> {
     }
     let inner: Vec<_> = found.iter().filter(|(_, p)| !found.iter().any(|(_, q)| q.len() > p.len() && q.starts_with(p))).cloned().collect();
     for (l, _) in inner {
-        sch.annotate(l, PREFETCH_DISTANCE_ATTR, AttrValue::Int(CPU_PREFETCH_DISTANCE))?;
-        sch.annotate(l, PREFETCH_MIN_BYTES_ATTR, AttrValue::Int(CPU_PREFETCH_MIN_BYTES))?;
+        sch.annotate(l, PREFETCH_DISTANCE_ATTR, AttrValue::Int(t.prefetch_distance))?;
+        sch.annotate(l, PREFETCH_MIN_BYTES_ATTR, AttrValue::Int(t.prefetch_min_bytes))?;
     }
     Ok(())
 }
@@ -446,7 +478,7 @@ pub const CPU_ROW_SUMS: i64 = 4;
 /// buffer) with nothing but the block inside: a copy of the loop for rows of at least
 /// [`CPU_LONG_ROW`] (`specialize`) sums in [`CPU_ROW_SUMS`] partial sums; shorter rows keep
 /// one sum in order, which costs them less.
-fn long_row_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
+fn long_row_partial_sums(sch: &mut Schedule, name: &str, t: &CpuTuning) -> Result<()> {
     let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto", block: name.into() };
     let b = sch.get_block(name)?;
     let j = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
@@ -456,13 +488,13 @@ fn long_row_partial_sums(sch: &mut Schedule, name: &str) -> Result<()> {
     if !reads_buffer(&l.extent) || !only_block {
         return Err(refuse());
     }
-    let [long, _] = sch.specialize(j, CPU_LONG_ROW)?;
+    let [long, _] = sch.specialize(j, t.long_row)?;
     let (path, _) = sch.loop_path(sch.func(), long.0)?;
     let copy = match tree::get(&sch.func().body, &path) {
         Some(Stmt { kind: StmtKind::For(l), .. }) => first_blocks(&l.body).first().map(|b| b.name.clone()),
         _ => None,
     };
-    partial_sums(sch, &copy.ok_or_else(refuse)?, CPU_ROW_SUMS, false)
+    partial_sums(sch, &copy.ok_or_else(refuse)?, t.row_sums, false)
 }
 
 /// Applies `cache` (a `cache_read` or `cache_write` to local scope) and keeps it only when it
@@ -994,16 +1026,26 @@ fn atomic_only(f: &Func, body: &[Stmt]) -> bool {
 /// The whole CPU default on a schedule at any stage: `lower_sparse_iter` at Stage I, then
 /// [`cpu`], then `contract`. Leaves the function at Stage II (or III when it started there).
 pub fn cpu_full(sch: &mut Schedule) -> Result<()> {
+    cpu_full_tuned(sch, &CpuTuning::default())
+}
+
+/// [`cpu_full`] with the parameters `t`.
+pub fn cpu_full_tuned(sch: &mut Schedule, t: &CpuTuning) -> Result<()> {
     if sch.func().stage == Stage::I {
         sch.lower_sparse_iter()?;
     }
-    cpu(sch)?;
+    cpu_tuned(sch, t)?;
     sch.contract()
 }
 
 /// `func` (any stage) with the CPU default, lowered to Stage III.
 pub fn cpu_schedule(func: &Func) -> Result<Func> {
-    scheduled(func, cpu_full)
+    cpu_schedule_tuned(func, &CpuTuning::default())
+}
+
+/// [`cpu_schedule`] with the parameters `t`.
+pub fn cpu_schedule_tuned(func: &Func, t: &CpuTuning) -> Result<Func> {
+    scheduled(func, |sch| cpu_full_tuned(sch, t))
 }
 
 /// `func` (any stage) with the GPU default of `threads` units per block, lowered to Stage III.

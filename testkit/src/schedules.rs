@@ -201,7 +201,8 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
 /// `lower_sparse_iter`, a few random primitives on random loops (split by a small factor,
 /// bind to a block or thread index, parallel, vectorize, unroll, fuse or reorder two loops,
 /// cache a buffer the block writes or reads in local or shared scope at a loop, decompose a
-/// reduction, rfactor, compute a block at another's loop, contract multiply-adds); primitives
+/// reduction, rfactor, compute a block at another's loop, contract multiply-adds; then
+/// perhaps a vector form's split and a loop specialized for long extents); primitives
 /// refuse what they cannot prove and leave the IR unchanged, so every outcome is a legal
 /// schedule whose numbers must equal Stage I's. Also returns the instructions tried, for
 /// reproducing. `None` when the program does not lower.
@@ -340,6 +341,38 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
                 let w = [2, 4, 8][vrng.below(3)];
                 tried.push(format!("split loop {k} of {name} by {w}, vectorize the inner part"));
                 let ok = sch.split(loops[k], &[None, Some(w)]).and_then(|p| sch.vectorize(p[1])).is_ok();
+                if let (false, Some(last)) = (ok, tried.last_mut()) {
+                    last.push_str(" (refused)");
+                }
+            }
+        }
+    }
+    // Sometimes a loop specialized for long extents, and the copy's innermost loop split and
+    // its inner part factored into partial sums (`specialize`, `split`, `rfactor`). A stream
+    // of its own again.
+    let mut srng = crate::Rng::new(seed ^ 0x5bec_1a11);
+    if srng.below(3) == 0 {
+        let mut blocks = Vec::new();
+        sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
+            if let StmtKind::Block(b) = &s.kind {
+                blocks.push(b.name.clone());
+            }
+        });
+        if !blocks.is_empty() {
+            let name = blocks[srng.below(blocks.len())].clone();
+            let loops = sch.get_block(&name).and_then(|b| sch.get_loops(b)).unwrap_or_default();
+            if !loops.is_empty() {
+                let k = srng.below(loops.len());
+                let n = [1, 2, 3, 5][srng.below(4)];
+                tried.push(format!("specialize loop {k} of {name} from extent {n}"));
+                let ok = match sch.specialize(loops[k], n) {
+                    Ok([long, _]) if srng.below(2) == 0 => {
+                        let f = [2, 4][srng.below(2)];
+                        tried.push(format!("split the copy by {f}, rfactor its inner part"));
+                        sch.split(long, &[None, Some(f)]).and_then(|p| sch.rfactor(p[1], 0)).is_ok()
+                    }
+                    r => r.is_ok(),
+                };
                 if let (false, Some(last)) = (ok, tried.last_mut()) {
                     last.push_str(" (refused)");
                 }

@@ -71,7 +71,8 @@ fn random_scheduled(f1: &Func, args: &Args, emulate_gpu: bool) -> Result<Args, S
     }
 }
 
-/// mlir-cpu unscheduled, with the default CPU schedule, and GPU-scheduled kernels emulated;
+/// mlir-cpu unscheduled, with the default CPU schedule (and its every-path tuning), and
+/// GPU-scheduled kernels emulated;
 /// then a random schedule on CPU threads and as emulated GPU kernels.
 fn runner() -> Runner<'static> {
     let mut r = Runner::default();
@@ -80,6 +81,16 @@ fn runner() -> Runner<'static> {
         "mlir-cpu (auto cpu)".into(),
         Box::new(|f1, _, a| {
             let f = sparsec_schedule::auto::cpu_schedule(f1).map_err(|e| format!("cpu schedule: {e}"))?;
+            jit(f1, &f, a, &CpuOptions::default())
+        }),
+    ));
+    r.staged_backends.push((
+        "mlir-cpu (auto cpu, every path)".into(),
+        Box::new(|f1, _, a| {
+            // Long-row partial sums from one nonzero and prefetching from any size: the
+            // paths the default takes only on large inputs, on the fuzzer's small ones.
+            let t = sparsec_schedule::auto::CpuTuning { long_row: 1, prefetch_min_bytes: 0, ..Default::default() };
+            let f = sparsec_schedule::auto::cpu_schedule_tuned(f1, &t).map_err(|e| format!("cpu schedule: {e}"))?;
             jit(f1, &f, a, &CpuOptions::default())
         }),
     ));
@@ -149,10 +160,11 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
     }
     let _ = std::panic::take_hook();
     println!(
-        "mlir fuzz: {ran} cases from seed {first:#x} in {:.1} s, each on 5 configurations: {agree} agree, \
+        "mlir fuzz: {ran} cases from seed {first:#x} in {:.1} s, each on {} configurations: {agree} agree, \
          {all_failed} fail everywhere, {refused} refused by the structure checks, {other} unsupported/rejected by the \
          passes ({checked} run as checked code), {} failures",
         start.elapsed().as_secs_f64(),
+        runner.staged_backends.len(),
         failures.len()
     );
     for f in &failures {
