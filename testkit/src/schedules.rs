@@ -327,23 +327,13 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
     // vectorized. Drawn from a stream of its own, so the instructions above replay as before.
     let mut vrng = crate::Rng::new(seed ^ 0x7ec7_0f0f);
     if vrng.below(3) == 0 {
-        let mut blocks = Vec::new();
-        sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
-            if let StmtKind::Block(b) = &s.kind {
-                blocks.push(b.name.clone());
-            }
-        });
-        if !blocks.is_empty() {
-            let name = blocks[vrng.below(blocks.len())].clone();
-            let loops = sch.get_block(&name).and_then(|b| sch.get_loops(b)).unwrap_or_default();
-            if !loops.is_empty() {
-                let k = vrng.below(loops.len());
-                let w = [2, 4, 8][vrng.below(3)];
-                tried.push(format!("split loop {k} of {name} by {w}, vectorize the inner part"));
-                let ok = sch.split(loops[k], &[None, Some(w)]).and_then(|p| sch.vectorize(p[1])).is_ok();
-                if let (false, Some(last)) = (ok, tried.last_mut()) {
-                    last.push_str(" (refused)");
-                }
+        if let Some((name, loops)) = random_block_loops(&mut sch, &mut vrng) {
+            let k = vrng.below(loops.len());
+            let w = [2, 4, 8][vrng.below(3)];
+            tried.push(format!("split loop {k} of {name} by {w}, vectorize the inner part"));
+            let ok = sch.split(loops[k], &[None, Some(w)]).and_then(|p| sch.vectorize(p[1])).is_ok();
+            if let (false, Some(last)) = (ok, tried.last_mut()) {
+                last.push_str(" (refused)");
             }
         }
     }
@@ -352,35 +342,41 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
     // of its own again.
     let mut srng = crate::Rng::new(seed ^ 0x5bec_1a11);
     if srng.below(3) == 0 {
-        let mut blocks = Vec::new();
-        sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
-            if let StmtKind::Block(b) = &s.kind {
-                blocks.push(b.name.clone());
-            }
-        });
-        if !blocks.is_empty() {
-            let name = blocks[srng.below(blocks.len())].clone();
-            let loops = sch.get_block(&name).and_then(|b| sch.get_loops(b)).unwrap_or_default();
-            if !loops.is_empty() {
-                let k = srng.below(loops.len());
-                let n = [1, 2, 3, 5][srng.below(4)];
-                tried.push(format!("specialize loop {k} of {name} from extent {n}"));
-                let ok = match sch.specialize(loops[k], n) {
-                    Ok([long, _]) if srng.below(2) == 0 => {
-                        let f = [2, 4][srng.below(2)];
-                        tried.push(format!("split the copy by {f}, rfactor its inner part"));
-                        sch.split(long, &[None, Some(f)]).and_then(|p| sch.rfactor(p[1], 0)).is_ok()
-                    }
-                    r => r.is_ok(),
-                };
-                if let (false, Some(last)) = (ok, tried.last_mut()) {
-                    last.push_str(" (refused)");
+        if let Some((name, loops)) = random_block_loops(&mut sch, &mut srng) {
+            let k = srng.below(loops.len());
+            let n = [1, 2, 3, 5][srng.below(4)];
+            tried.push(format!("specialize loop {k} of {name} from extent {n}"));
+            let ok = match sch.specialize(loops[k], n) {
+                Ok([long, _]) if srng.below(2) == 0 => {
+                    let f = [2, 4][srng.below(2)];
+                    tried.push(format!("split the copy by {f}, rfactor its inner part"));
+                    sch.split(long, &[None, Some(f)]).and_then(|p| sch.rfactor(p[1], 0)).is_ok()
                 }
+                r => r.is_ok(),
+            };
+            if let (false, Some(last)) = (ok, tried.last_mut()) {
+                last.push_str(" (refused)");
             }
         }
     }
     sch.lower_sparse_buffer().ok()?;
     Some((sch.into_func(), tried))
+}
+
+/// A block of `sch` drawn by `rng` and the loops around it, where it has some.
+fn random_block_loops(sch: &mut Schedule, rng: &mut crate::Rng) -> Option<(String, Vec<LoopRv>)> {
+    let mut blocks = Vec::new();
+    sparsec::ir::walk_stmts(&sch.func().body, &mut |s| {
+        if let sparsec::ir::StmtKind::Block(b) = &s.kind {
+            blocks.push(b.name.clone());
+        }
+    });
+    if blocks.is_empty() {
+        return None;
+    }
+    let name = blocks[rng.below(blocks.len())].clone();
+    let loops = sch.get_block(&name).and_then(|b| sch.get_loops(b)).unwrap_or_default();
+    (!loops.is_empty()).then_some((name, loops))
 }
 
 /// [`random_schedule`] seeded by `f1`'s printed text, so a reproducer file replays it.
