@@ -224,6 +224,8 @@ pub fn read_trace(path: &Path) -> Result<sparsec_schedule::Trace, DriverError> {
 pub enum AutoSchedule {
     /// Parallel outer loops, vectorized inner spatial loops.
     Cpu,
+    /// [`AutoSchedule::Cpu`] with other parameters (`sparsec tune`).
+    CpuTuned(sparsec_schedule::auto::CpuTuning),
     /// Outer loops (fused with the independent loops perfectly nested in them) split over
     /// `threads` units per block and bound to blockIdx.x × threadIdx.x; see
     /// `sparsec_schedule::auto::gpu_full`.
@@ -257,6 +259,7 @@ impl Plan {
                 let mut sch = Schedule::new(func.clone())?;
                 match a {
                     AutoSchedule::Cpu => auto::cpu_full(&mut sch)?,
+                    AutoSchedule::CpuTuned(t) => auto::cpu_full_tuned(&mut sch, t)?,
                     AutoSchedule::Gpu { threads } => auto::gpu_full(&mut sch, *threads)?,
                 }
                 sch.trace().clone()

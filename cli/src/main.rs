@@ -103,6 +103,11 @@ enum Cmd {
     /// `--warmup` untimed runs) and print the time of each step (parse, bind, lower, check,
     /// compile) and the runs' minimum, median and maximum. Takes `run`'s options.
     Bench(run::BenchArgs),
+    /// Search the default CPU schedule's parameters (row-length copies, chunks, grains,
+    /// prefetching) for a program on its data: measure each distinct schedule on mlir-cpu
+    /// within `--budget` seconds, print the table and write the fastest as a trace
+    /// (`--write`) that `--schedule` replays. Takes `run`'s options.
+    Tune(tune::TuneArgs),
 }
 
 /// Which functions of a file, and how they are scheduled (`lower`, `gpu-report`).
@@ -192,6 +197,7 @@ enum Emit {
 
 mod backends;
 mod run;
+mod tune;
 
 /// The `gpu-report` of one function's PTX; for each kernel with a trace in `traffic` (by
 /// kernel name), the trace's summary and the estimate of its time, which it also returns.
@@ -535,6 +541,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
         }
         Cmd::Run(args) => run::run(args, out)?,
         Cmd::Bench(args) => run::bench(args, out)?,
+        Cmd::Tune(args) => tune::tune(args, out)?,
     }
     Ok(())
 }

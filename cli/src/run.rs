@@ -54,14 +54,14 @@ pub struct RunArgs {
     auto: Option<Auto>,
     /// Where to run.
     #[arg(long, value_enum, default_value = "interp")]
-    backend: Backend,
+    pub(crate) backend: Backend,
     /// Checks every index and integer divisor in the generated code, for programs whose own
     /// index arithmetic cannot be proven in range before the run (slower).
     #[arg(long)]
-    checked: bool,
-    /// The subcommand, for messages (`run` or `bench`).
+    pub(crate) checked: bool,
+    /// The subcommand, for messages (`run`, `bench` or `tune`).
     #[arg(skip = "run")]
-    command: &'static str,
+    pub(crate) command: &'static str,
 }
 
 /// Parses `NAME=VALUE` (`--matrix`, `--input`, `--scalar`; `gpu-report --matrix` too).
@@ -90,11 +90,42 @@ struct Setup {
     times: Vec<(&'static str, std::time::Duration)>,
 }
 
-fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
+/// The program as written and its bound arguments (`tune` schedules them itself).
+pub(crate) struct Data {
+    pub loaded: driver::Loaded,
+    pub stage1: sparsec::ir::Func,
+    pub args: sparsec::ir::data::Args,
+}
+
+/// Loads the program and binds its inputs; with the time of each step.
+fn load_and_bind(a: &RunArgs) -> Result<(Data, Vec<(&'static str, std::time::Duration)>), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let loaded = driver::load(&a.file)?;
     let stage1 = loaded.func(a.func.as_deref())?.clone();
     let mut times = vec![("parse + verify", start.elapsed())];
+    let start = Instant::now();
+    let spec = RunSpec {
+        inputs: a.inputs.clone(),
+        scalars: a.scalars.clone(),
+        block: a.block,
+        seed: a.seed,
+        ..matrix_spec(a.matrices.clone(), a.feat)
+    };
+    let args = driver::bind_run(&stage1, &spec)?;
+    times.push(("bind inputs", start.elapsed()));
+    Ok((Data { loaded, stage1, args }, times))
+}
+
+/// [`load_and_bind`] for `tune`, which takes no schedule, stage or outputs of its own.
+pub(crate) fn setup_data(a: &RunArgs) -> Result<Data, Box<dyn std::error::Error>> {
+    if a.schedule.is_some() || a.auto.is_some() || a.stage.is_some() || a.output.is_some() {
+        return Err(format!("{} chooses the schedule and writes no outputs: drop --schedule, --auto, --stage and --output", a.command).into());
+    }
+    Ok(load_and_bind(a)?.0)
+}
+
+fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
+    let (Data { loaded, stage1, mut args }, mut times) = load_and_bind(a)?;
     let default =
         if a.backend == Backend::Interp && a.auto.is_none() && !a.checked { StageArg::One } else { StageArg::Three };
     let stage = match a.stage.unwrap_or(default) {
@@ -109,16 +140,6 @@ fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
     if a.checked && stage != Stage::III {
         return Err("--checked checks the generated code: it needs Stage III".into());
     }
-    let start = Instant::now();
-    let spec = RunSpec {
-        inputs: a.inputs.clone(),
-        scalars: a.scalars.clone(),
-        block: a.block,
-        seed: a.seed,
-        ..matrix_spec(a.matrices.clone(), a.feat)
-    };
-    let mut args = driver::bind_run(&stage1, &spec)?;
-    times.push(("bind inputs", start.elapsed()));
     let start = Instant::now();
     // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
     // would run in a single unit.

@@ -755,3 +755,54 @@ fn lower_prints_the_stages_named() {
     let o = sparsec(&["lower", "tests/workloads/csrmm.sptir", "--stage", "2"]);
     assert!(o.status.success() && !stdout(&o).contains("=====") && stdout(&o).contains("stage II {"), "{}", stdout(&o));
 }
+
+/// `sparsec tune` measures distinct CPU schedules of a program on its data within the
+/// budget, ranks the default and the fastest in a table, and writes the winner as a trace
+/// that `run --schedule` replays on mlir-cpu with the interpreter's numbers; it refuses
+/// another backend, a schedule of the user's and a budget that is not positive.
+#[test]
+fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
+    let dir = tmp("tune");
+    // Rows of 1 to 60 nonzeros: the long-row copies and the partition matter.
+    let a = dir.join("a.mtx");
+    let mut text = String::from("%%MatrixMarket matrix coordinate real general\n");
+    let mut entries = Vec::new();
+    for i in 0..60 {
+        for j in 0..=i {
+            entries.push(format!("{} {} {}.5", i + 1, (i * 7 + j * 13) % 64 + 1, (i + j) % 5));
+        }
+    }
+    text.push_str(&format!("60 64 {}\n{}\n", entries.len(), entries.join("\n")));
+    std::fs::write(&a, text).unwrap();
+    let mat = format!("A={}", a.display());
+    let best = dir.join("best.json");
+    let best_s = best.display().to_string();
+    let o = sparsec(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--budget", "3", "--repeat", "2", "--write", &best_s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("tune spmv on mlir-cpu: "), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
+    assert!(rows.len() >= 2 && rows.iter().any(|l| l.ends_with("  default")), "{out}");
+    // Ranked by time, the default at 1.000 of itself.
+    let times: Vec<f64> = rows.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{out}");
+    let default_row = rows.iter().find(|l| l.ends_with("  default")).unwrap();
+    assert_eq!(default_row.split_whitespace().nth(2), Some("1.000"), "{out}");
+    // The winner replays, and gives the interpreter's numbers.
+    let (o1, o2) = (dir.join("tuned"), dir.join("interp"));
+    let tuned = sparsec(&["run", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--schedule", &best_s, "--output", o1.to_str().unwrap()]);
+    let interp = sparsec(&["run", "examples/spmv.sptir", "--matrix", &mat, "--output", o2.to_str().unwrap()]);
+    assert!(tuned.status.success() && interp.status.success(), "{}{}", stderr(&tuned), stderr(&interp));
+    let read = |d: &PathBuf| match sparsec::npy::read(&d.join("Y.npy")).unwrap() {
+        sparsec::ir::data::Array::F32(v) => v,
+        other => panic!("{other:?}"),
+    };
+    let (y1, y2) = (read(&o1), read(&o2));
+    assert_eq!(y1.len(), 60);
+    for (i, (p, q)) in y1.iter().zip(&y2).enumerate() {
+        assert!((p - q).abs() <= 1e-5 * q.abs().max(1.0), "Y[{i}]: {p} tuned, {q} interpreted");
+    }
+    fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat], &["tune measures on mlir-cpu"]);
+    fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--auto", "cpu"], &["tune chooses the schedule"]);
+    fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--budget", "0"], &["--budget must be a positive number"]);
+}

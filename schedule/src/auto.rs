@@ -62,6 +62,10 @@ pub struct CpuTuning {
     pub prefetch_distance: i64,
     /// Least size in bytes of a gathered array from which a call prefetches.
     pub prefetch_min_bytes: i64,
+    /// Most chunks a row nest runs as ([`CPU_CHUNKS`]).
+    pub chunks: i64,
+    /// Least nonzeros of a chunk, scalar work and heavier ([`CPU_GRAIN`]).
+    pub grain: [i64; 2],
 }
 
 impl Default for CpuTuning {
@@ -71,6 +75,8 @@ impl Default for CpuTuning {
             row_sums: CPU_ROW_SUMS,
             prefetch_distance: CPU_PREFETCH_DISTANCE,
             prefetch_min_bytes: CPU_PREFETCH_MIN_BYTES,
+            chunks: CPU_CHUNKS,
+            grain: CPU_GRAIN,
         }
     }
 }
@@ -92,10 +98,11 @@ pub fn cpu_tuned(sch: &mut Schedule, t: &CpuTuning) -> Result<()> {
             // Loops between the row loop and its block repeat each nonzero's work.
             let between = sch.get_loops(block)?.len() > 1;
             let row = sch.loop_var(outer)?;
-            if let Some((weights, grain)) = row_weights(sch.func(), &nest.block, row, between) {
+            if let Some((weights, heavy)) = row_weights(sch.func(), &nest.block, row, between) {
+                let grain = t.grain[usize::from(heavy)];
                 // Loops the primitive refuses keep one task per block of rows.
                 let mut trial = sch.clone();
-                if trial.partition(outer, CPU_CHUNKS, &weights, grain).is_ok() {
+                if trial.partition(outer, t.chunks, &weights, grain).is_ok() {
                     *sch = trial;
                 }
             }
@@ -291,11 +298,11 @@ pub const CPU_CHUNKS: i64 = 32;
 pub const CPU_GRAIN: [i64; 2] = [4096, 512];
 
 /// The row pointer whose prefix sums weigh the rows of the nest whose first block is
-/// `outer` (a loop inside it runs `W[v + 1] - W[v]` times for the row `v`), and the grain
-/// ([`CPU_GRAIN`]): the scalar one when every loop in the block is such a row loop with no
-/// loop inside (SpMV) and no loop lies `between` the row loop and the block, the other when
-/// a nonzero drives more work (features, blocks).
-fn row_weights(f: &Func, outer: &str, row: VarId, between: bool) -> Option<(String, i64)> {
+/// `outer` (a loop inside it runs `W[v + 1] - W[v]` times for the row `v`), and which grain
+/// ([`CPU_GRAIN`]) applies: `false` (the scalar one) when every loop in the block is such a
+/// row loop with no loop inside (SpMV) and no loop lies `between` the row loop and the block,
+/// `true` when a nonzero drives more work (features, blocks).
+fn row_weights(f: &Func, outer: &str, row: VarId, between: bool) -> Option<(String, bool)> {
     let (mut weights, mut heavy) = (None, between);
     walk_stmts(&f.body, &mut |s| {
         let StmtKind::Block(b) = &s.kind else { return };
@@ -327,7 +334,7 @@ fn row_weights(f: &Func, outer: &str, row: VarId, between: bool) -> Option<(Stri
         });
     });
     let name = f.buffers.try_get(weights?)?.name.clone();
-    Some((name, CPU_GRAIN[usize::from(heavy)]))
+    Some((name, heavy))
 }
 
 /// Nonzeros ahead that a CPU row walk prefetches what its gathers read

@@ -1,0 +1,228 @@
+//! `sparsec tune`: searches the parameters of the default CPU schedule for a program on its
+//! data, measures each distinct candidate on mlir-cpu, prints the table of what it tried and
+//! writes the winner as a schedule trace that `--schedule` replays.
+
+use crate::backends::Backend;
+use crate::run::{self, RunArgs};
+use sparsec::driver::{self, AutoSchedule, Plan};
+use sparsec::ir::Stage;
+use sparsec::schedule::auto::CpuTuning;
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `sparsec tune`: those of `run` (on `--backend mlir-cpu`), and the search's.
+#[derive(clap::Args)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Seconds the search may take (lowering, compiling and timing candidates); the
+    /// default schedule is always measured.
+    #[arg(long, default_value_t = 120.0)]
+    budget: f64,
+    /// Seed of the order in which candidates are tried.
+    #[arg(long, default_value_t = 0)]
+    order_seed: u64,
+    /// Timed runs of each candidate (its fastest counts), after one untimed run.
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Writes the fastest candidate's schedule here, as a trace for `--schedule`.
+    #[arg(long)]
+    write: Option<PathBuf>,
+    /// Also prints every schedule measured during the search.
+    #[arg(long)]
+    all: bool,
+}
+
+/// Candidates kept compiled besides the default for the final rounds.
+const LEADERS: usize = 4;
+
+/// Interleaved rounds in which the default and the leaders are measured again.
+const ROUNDS: usize = 5;
+
+/// One measured candidate.
+struct Tried {
+    tuning: CpuTuning,
+    /// Fastest run, in milliseconds.
+    best_ms: f64,
+}
+
+/// The candidates: the default first, then every combination of the values below in an
+/// order drawn from `seed`.
+fn candidates(seed: u64) -> Vec<CpuTuning> {
+    let d = CpuTuning::default();
+    let mut out = vec![d];
+    for long_row in [16, d.long_row, i64::MAX] {
+        for row_sums in [2, d.row_sums, 8] {
+            for chunks in [8, d.chunks, 128] {
+                for scale in [4, 1, -4] {
+                    let grain = d.grain.map(|g| if scale > 0 { g * scale } else { (g / -scale).max(1) });
+                    for (prefetch_distance, prefetch_min_bytes) in [(d.prefetch_distance, d.prefetch_min_bytes), (d.prefetch_distance, 0), (128, 0), (d.prefetch_distance, i64::MAX)] {
+                        let t = CpuTuning { long_row, row_sums, chunks, grain, prefetch_distance, prefetch_min_bytes };
+                        if !out.contains(&t) {
+                            out.push(t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // A seeded Fisher–Yates shuffle of all but the default (splitmix64).
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for i in (2..out.len()).rev() {
+        let j = 1 + (next() % i as u64) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
+/// What differs from the default, for the table.
+fn describe(t: &CpuTuning) -> String {
+    let d = CpuTuning::default();
+    let mut parts = Vec::new();
+    let big = |v: i64| if v == i64::MAX { "never".to_string() } else { v.to_string() };
+    if t.long_row != d.long_row {
+        parts.push(format!("long_row {}", big(t.long_row)));
+    }
+    if t.row_sums != d.row_sums {
+        parts.push(format!("row_sums {}", t.row_sums));
+    }
+    if t.chunks != d.chunks {
+        parts.push(format!("chunks {}", t.chunks));
+    }
+    if t.grain != d.grain {
+        parts.push(format!("grain {}/{}", t.grain[0], t.grain[1]));
+    }
+    if t.prefetch_distance != d.prefetch_distance {
+        parts.push(format!("prefetch_distance {}", t.prefetch_distance));
+    }
+    if t.prefetch_min_bytes != d.prefetch_min_bytes {
+        parts.push(format!("prefetch_min_bytes {}", big(t.prefetch_min_bytes)));
+    }
+    if parts.is_empty() {
+        "default".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `sparsec tune` (module documentation).
+pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    if a.run.backend != Backend::MlirCpu {
+        return Err("tune measures on mlir-cpu (`--backend mlir-cpu`); GPU schedules are not searched yet".into());
+    }
+    if a.repeat == 0 {
+        return Err("tune: --repeat must be at least 1".into());
+    }
+    if !(a.budget.is_finite() && a.budget > 0.0) {
+        return Err(format!("tune: --budget must be a positive number of seconds, not {}", a.budget).into());
+    }
+    a.run.command = "tune";
+    let s = run::setup_data(&a.run)?;
+    let runner = crate::backends::runner(a.run.backend)?;
+    let start = Instant::now();
+    let budget = Duration::from_secs_f64(a.budget);
+    let mut seen: Vec<String> = Vec::new();
+    let mut tried: Vec<Tried> = Vec::new();
+    let mut skipped = 0;
+    // The default and the fastest few so far, compiled, for the final rounds.
+    let mut leaders: Vec<(usize, sparsec::schedule::Trace, sparsec::backend::Prepared<'_>)> = Vec::new();
+    let time = |p: &sparsec::backend::Prepared<'_>, n: usize| -> Result<f64, sparsec::backend::BackendError> {
+        let mut fastest = f64::INFINITY;
+        for _ in 0..n {
+            let t = Instant::now();
+            p.run()?;
+            fastest = fastest.min(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(fastest)
+    };
+    let all = candidates(a.order_seed);
+    let progress = std::io::stderr().is_terminal();
+    for (k, tuning) in all.iter().copied().enumerate() {
+        if k > 0 && start.elapsed() >= budget {
+            break;
+        }
+        if progress {
+            eprint!("\rtune: {k}/{} candidates, {:.0} of {:.0} s ", all.len(), start.elapsed().as_secs_f64(), a.budget);
+        }
+        let trace = Plan::Auto(AutoSchedule::CpuTuned(tuning)).trace(&s.stage1)?;
+        // Lowered by replaying the trace: what is measured is what `--schedule` replays.
+        let lowered = driver::lower_with(&s.stage1, &Plan::Trace(trace.clone()))?
+            .into_iter()
+            .rev()
+            .find(|g| g.stage == Stage::III)
+            .ok_or("tune: the schedule did not reach Stage III")?;
+        // Parameters that do not change this program's code are measured once.
+        let text = sparsec::ir::text::print_func(&lowered);
+        if seen.contains(&text) {
+            skipped += 1;
+            continue;
+        }
+        seen.push(text);
+        let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.stage1, &lowered, &s.args, a.run.checked)?;
+        prepared.run()?;
+        let ms = time(&prepared, a.repeat)?;
+        let i = tried.len();
+        tried.push(Tried { tuning, best_ms: ms });
+        // Keep the default and the LEADERS fastest.
+        let slowest = leaders
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(j, l)| (j, tried[l.0].best_ms))
+            .max_by(|x, y| x.1.total_cmp(&y.1));
+        if leaders.len() <= LEADERS {
+            leaders.push((i, trace, prepared));
+        } else if let Some((j, _)) = slowest.filter(|&(_, worst)| ms < worst) {
+            leaders[j] = (i, trace, prepared);
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    // The leaders again, in interleaved rounds (the machine's speed drifts): these times rank.
+    let mut final_ms = vec![f64::INFINITY; leaders.len()];
+    for _ in 0..ROUNDS {
+        for (slot, (_, _, p)) in leaders.iter().enumerate() {
+            final_ms[slot] = final_ms[slot].min(time(p, a.repeat)?);
+        }
+    }
+    let mut order: Vec<usize> = (0..leaders.len()).collect();
+    order.sort_by(|&x, &y| final_ms[x].total_cmp(&final_ms[y]));
+    let default_ms = final_ms[0];
+    writeln!(
+        out_text,
+        "tune {} on mlir-cpu: {} distinct schedules measured ({} more gave the same code) in {:.1} s, fastest of {} runs each",
+        s.stage1.name,
+        tried.len(),
+        skipped,
+        start.elapsed().as_secs_f64(),
+        a.repeat
+    )?;
+    writeln!(out_text, "the default and the {} fastest, measured again in {ROUNDS} interleaved rounds:", leaders.len() - 1)?;
+    writeln!(out_text, "  rank   fastest ms  vs default  parameters (what differs from the default CPU schedule)")?;
+    for (rank, &slot) in order.iter().enumerate() {
+        let t = &tried[leaders[slot].0];
+        writeln!(out_text, "  {:>4} {:>12.4} {:>11.3}  {}", rank + 1, final_ms[slot], final_ms[slot] / default_ms, describe(&t.tuning))?;
+    }
+    if a.all {
+        writeln!(out_text, "every schedule measured, in the order tried (one pass each):")?;
+        for t in &tried {
+            writeln!(out_text, "  {:>12.4} ms  {}", t.best_ms, describe(&t.tuning))?;
+        }
+    }
+    let best = order.first().map(|&slot| &leaders[slot].1);
+    if let (Some(path), Some(trace)) = (&a.write, best) {
+        std::fs::write(path, trace.to_json())?;
+        writeln!(out_text, "wrote the fastest schedule to {} (replay it with --schedule)", path.display())?;
+    }
+    Ok(())
+}
