@@ -88,6 +88,9 @@ pub(crate) struct Tr<'c, 'f> {
     prefetch: Option<(sparsec_ir::VarId, i64)>,
     /// Loads clamp their index to their array (a prefetch's look-ahead).
     clamp_loads: bool,
+    /// CPU: inside a copy of a nest made for prefetching (`Some(true)`: its annotated loops
+    /// prefetch) or for not (`Some(false)`); `None` outside any.
+    prefetching: Option<bool>,
 }
 
 /// The barrier state of a GPU kernel being translated.
@@ -124,6 +127,14 @@ fn width(d: DType) -> u32 {
     }
 }
 
+/// The distance a serial loop is annotated to prefetch at (`sparsec_ir::prefetch`), if any.
+fn prefetch_distance(f: &For) -> Option<i64> {
+    match f.attrs.get(sparsec_ir::prefetch::PREFETCH_DISTANCE_ATTR) {
+        Some(sparsec_ir::AttrValue::Int(d)) if *d > 0 && f.kind == ForKind::Serial => Some(*d),
+        _ => None,
+    }
+}
+
 fn has_load(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| found |= matches!(x, Expr::Load(..) | Expr::AtomicAdd(..)));
@@ -152,6 +163,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             var_def: vec![None; func.vars.len()],
             prefetch: None,
             clamp_loads: false,
+            prefetching: None,
         }
     }
 
@@ -1045,6 +1057,24 @@ impl<'c, 'f> Tr<'c, 'f> {
     /// A loop; `init` is a statement just before it whose constant starts its register tiles
     /// (`regtile::init_of`), run here only when the loop has no iteration.
     fn for_loop(&mut self, b: &Block<'c>, f: &'f For, init: Option<(&'f Stmt, &'f Expr)>) -> Result<()> {
+        if self.prefetching.is_none() && matches!(self.target, Target::Cpu { .. }) {
+            if let Some(big) = self.prefetch_condition(b, f)? {
+                // Two copies of the whole nest, one branch a call: the one whose annotated
+                // loops prefetch runs where a gathered array is large.
+                let copy = |t: &mut Self, on: bool| {
+                    t.region(&[], |t, blk, _| {
+                        t.prefetching = Some(on);
+                        let r = t.for_loop(blk, f, init);
+                        t.prefetching = None;
+                        r?;
+                        t.yield_(blk, &[])
+                    })
+                };
+                let (with, without) = (copy(self, true)?, copy(self, false)?);
+                b.append_operation(self.build("scf.if", &[big], &[], &[], vec![with, without])?);
+                return Ok(());
+            }
+        }
         if self.vectors.is_none() && matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
             let need = sparsec_ir::vector::assumptions(self.func, f);
             let shared = |d: &sparsec_ir::Buffer| d.storage != Storage::Alloc(Scope::Local);
@@ -1194,24 +1224,15 @@ impl<'c, 'f> Tr<'c, 'f> {
         }
         let init = if tiled.is_some() { init } else { None };
         let bounds = [lb, ub, step];
-        let ahead = if parallel { None } else { self.prefetch_request(b, f, tiled.as_ref())? };
-        let Some((big, d)) = ahead else {
-            return self.loop_copy(b, f, dtype, parallel, bounds, &hoist, tiled.as_ref(), init);
+        let ahead = match self.prefetching {
+            Some(true) if !parallel => prefetch_distance(f).filter(|_| !self.gathers_of(f, tiled.as_ref()).is_empty()),
+            _ => None,
         };
-        // Two copies: the one that prefetches runs where a gathered array is large.
-        let copy = |t: &mut Self, d: Option<i64>| {
-            t.region(&[], |t, blk, _| {
-                let saved = t.prefetch;
-                t.prefetch = d.map(|d| (f.var, d));
-                let r = t.loop_copy(blk, f, dtype, parallel, bounds, &hoist, tiled.as_ref(), init);
-                t.prefetch = saved;
-                r?;
-                t.yield_(blk, &[])
-            })
-        };
-        let (with, without) = (copy(self, Some(d))?, copy(self, None)?);
-        b.append_operation(self.build("scf.if", &[big], &[], &[], vec![with, without])?);
-        Ok(())
+        let saved = self.prefetch;
+        self.prefetch = ahead.map(|d| (f.var, d));
+        let r = self.loop_copy(b, f, dtype, parallel, bounds, &hoist, tiled.as_ref(), init);
+        self.prefetch = saved;
+        r
     }
 
     /// The loop of [`Self::plain_loop`] with its hoisted loads and register tiles.
@@ -1257,47 +1278,57 @@ impl<'c, 'f> Tr<'c, 'f> {
         Ok(())
     }
 
-    /// Where loop `f` is annotated to prefetch (`sparsec_ir::prefetch`) and has gathers
-    /// (in its register tile's update when `tiled`): whether this call prefetches (a gathered
-    /// array holds at least the annotated bytes) and how far ahead.
-    fn prefetch_request(&mut self, b: &Block<'c>, f: &'f For, tiled: Option<&Plan<'f>>) -> Result<Option<(Val<'c>, i64)>> {
-        use sparsec_ir::prefetch::{PREFETCH_DISTANCE_ATTR, PREFETCH_MIN_BYTES_ATTR};
-        let int = |k: &str| match f.attrs.get(k) {
-            Some(sparsec_ir::AttrValue::Int(n)) => Some(*n),
-            _ => None,
-        };
-        let (Some(d), min) = (int(PREFETCH_DISTANCE_ATTR).filter(|&d| d > 0), int(PREFETCH_MIN_BYTES_ATTR).unwrap_or(0)) else {
-            return Ok(None);
-        };
-        if !matches!(self.target, Target::Cpu { .. }) {
-            return Ok(None);
-        }
-        let loads = self.gathers_of(f, tiled);
-        let mut bufs: Vec<BufferId> = Vec::new();
-        for e in loads {
-            if let Expr::Load(buf, _) = e {
-                if !bufs.contains(buf) {
-                    bufs.push(*buf);
+    /// Whether a call prefetches in the annotated loops (`sparsec_ir::prefetch`) of the nest
+    /// `f` (itself included): some gathered array of one of them holds at least its
+    /// `prefetch_min_bytes`. `None` where no annotated loop inside gathers.
+    fn prefetch_condition(&mut self, b: &Block<'c>, f: &'f For) -> Result<Option<Val<'c>>> {
+        fn collect<'f>(stmts: &'f [Stmt], out: &mut Vec<&'f For>) {
+            for s in stmts {
+                if let StmtKind::For(l) = &s.kind {
+                    out.push(l);
+                }
+                for c in s.kind.child_lists() {
+                    collect(c, out);
                 }
             }
         }
+        let mut loops: Vec<&'f For> = vec![f];
+        collect(&f.body, &mut loops);
         let mut big: Option<Val<'c>> = None;
-        for buf in bufs {
-            let m = self.buf_val(buf)?;
-            let zero = self.cidx(b, 0)?;
-            let it = self.index();
-            let n = self.emit1(b, "memref.dim", &[m, zero], it, &[])?;
-            let size = self.cidx(b, self.buf_dtype(buf)?.size_bytes() as i64)?;
-            let bytes = self.emit1(b, "arith.muli", &[n, size], it, &[])?;
-            let least = self.cidx(b, min)?;
-            // sge
-            let is = self.cmpi(b, 5, bytes, least)?;
-            big = Some(match big {
-                None => is,
-                Some(c) => self.emit1(b, "arith.ori", &[c, is], self.ty(DType::Bool), &[])?,
-            });
+        for l in loops {
+            if l.kind != ForKind::Serial || prefetch_distance(l).is_none() {
+                continue;
+            }
+            let min = match l.attrs.get(sparsec_ir::prefetch::PREFETCH_MIN_BYTES_ATTR) {
+                Some(sparsec_ir::AttrValue::Int(n)) => *n,
+                _ => 0,
+            };
+            let tiled = crate::regtile::plan(self.func, l);
+            let mut bufs: Vec<BufferId> = Vec::new();
+            for e in self.gathers_of(l, tiled.as_ref()) {
+                if let Expr::Load(buf, _) = e {
+                    if !bufs.contains(buf) {
+                        bufs.push(*buf);
+                    }
+                }
+            }
+            for buf in bufs {
+                let m = self.buf_val(buf)?;
+                let zero = self.cidx(b, 0)?;
+                let it = self.index();
+                let n = self.emit1(b, "memref.dim", &[m, zero], it, &[])?;
+                let size = self.cidx(b, self.buf_dtype(buf)?.size_bytes() as i64)?;
+                let bytes = self.emit1(b, "arith.muli", &[n, size], it, &[])?;
+                let least = self.cidx(b, min)?;
+                // sge
+                let is = self.cmpi(b, 5, bytes, least)?;
+                big = Some(match big {
+                    None => is,
+                    Some(c) => self.emit1(b, "arith.ori", &[c, is], self.ty(DType::Bool), &[])?,
+                });
+            }
         }
-        Ok(big.map(|c| (c, d)))
+        Ok(big)
     }
 
     /// The gathers of loop `f` that a copy of it prefetches: those of its register tile's

@@ -84,6 +84,15 @@ fn candidates(seed: u64) -> Vec<CpuTuning> {
     out
 }
 
+/// How many parameters differ from the default.
+fn changes(t: &CpuTuning) -> usize {
+    let d = CpuTuning::default();
+    [t.long_row != d.long_row, t.row_sums != d.row_sums, t.chunks != d.chunks, t.grain != d.grain, t.prefetch_distance != d.prefetch_distance, t.prefetch_min_bytes != d.prefetch_min_bytes]
+        .into_iter()
+        .filter(|&c| c)
+        .count()
+}
+
 /// What differs from the default, for the table.
 fn describe(t: &CpuTuning) -> String {
     let d = CpuTuning::default();
@@ -160,10 +169,14 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
             .rev()
             .find(|g| g.stage == Stage::III)
             .ok_or("tune: the schedule did not reach Stage III")?;
-        // Parameters that do not change this program's code are measured once.
+        // Parameters that do not change this program's code are measured once, and shown as
+        // the fewest changes from the default that give the code.
         let text = sparsec::ir::text::print_func(&lowered);
-        if seen.contains(&text) {
+        if let Some(i) = seen.iter().position(|t| *t == text) {
             skipped += 1;
+            if let Some(t) = tried.get_mut(i).filter(|t| changes(&tuning) < changes(&t.tuning)) {
+                t.tuning = tuning;
+            }
             continue;
         }
         seen.push(text);
