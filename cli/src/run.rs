@@ -97,12 +97,16 @@ pub(crate) struct Data {
     pub args: sparsec::ir::data::Args,
 }
 
-/// Loads the program and binds its inputs; with the time of each step.
-fn load_and_bind(a: &RunArgs) -> Result<(Data, Vec<(&'static str, std::time::Duration)>), Box<dyn std::error::Error>> {
+/// Loads the program, with the time it took.
+fn load(a: &RunArgs) -> Result<(driver::Loaded, sparsec::ir::Func, std::time::Duration), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let loaded = driver::load(&a.file)?;
     let stage1 = loaded.func(a.func.as_deref())?.clone();
-    let mut times = vec![("parse + verify", start.elapsed())];
+    Ok((loaded, stage1, start.elapsed()))
+}
+
+/// Binds the program's inputs from the flags, with the time it took.
+fn bind(a: &RunArgs, stage1: &sparsec::ir::Func) -> Result<(sparsec::ir::data::Args, std::time::Duration), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let spec = RunSpec {
         inputs: a.inputs.clone(),
@@ -111,21 +115,23 @@ fn load_and_bind(a: &RunArgs) -> Result<(Data, Vec<(&'static str, std::time::Dur
         seed: a.seed,
         ..matrix_spec(a.matrices.clone(), a.feat)
     };
-    let args = driver::bind_run(&stage1, &spec)?;
-    times.push(("bind inputs", start.elapsed()));
-    Ok((Data { loaded, stage1, args }, times))
+    Ok((driver::bind_run(stage1, &spec)?, start.elapsed()))
 }
 
-/// [`load_and_bind`] for `tune`, which takes no schedule, stage or outputs of its own.
+/// The program as written and its bound arguments, for `tune` (which takes no schedule,
+/// stage or outputs of its own).
 pub(crate) fn setup_data(a: &RunArgs) -> Result<Data, Box<dyn std::error::Error>> {
     if a.schedule.is_some() || a.auto.is_some() || a.stage.is_some() || a.output.is_some() {
         return Err(format!("{} chooses the schedule and writes no outputs: drop --schedule, --auto, --stage and --output", a.command).into());
     }
-    Ok(load_and_bind(a)?.0)
+    let (loaded, stage1, _) = load(a)?;
+    let (args, _) = bind(a, &stage1)?;
+    Ok(Data { loaded, stage1, args })
 }
 
 fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
-    let (Data { loaded, stage1, mut args }, mut times) = load_and_bind(a)?;
+    let (loaded, stage1, parsed) = load(a)?;
+    let mut times = vec![("parse + verify", parsed)];
     let default =
         if a.backend == Backend::Interp && a.auto.is_none() && !a.checked { StageArg::One } else { StageArg::Three };
     let stage = match a.stage.unwrap_or(default) {
@@ -140,6 +146,8 @@ fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
     if a.checked && stage != Stage::III {
         return Err("--checked checks the generated code: it needs Stage III".into());
     }
+    let (mut args, bound) = bind(a, &stage1)?;
+    times.push(("bind inputs", bound));
     let start = Instant::now();
     // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
     // would run in a single unit.
