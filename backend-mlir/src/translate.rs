@@ -1306,8 +1306,10 @@ impl<'c, 'f> Tr<'c, 'f> {
             let tiled = crate::regtile::plan(self.func, l);
             let mut bufs: Vec<BufferId> = Vec::new();
             for e in self.gathers_of(l, tiled.as_ref()) {
+                // The arrays a call passes: an allocation inside the nest is not made yet.
+                let param = |b: &BufferId| self.func.buffers.try_get(*b).is_some_and(|x| matches!(x.storage, Storage::Param(_)));
                 if let Expr::Load(buf, _) = e {
-                    if !bufs.contains(buf) {
+                    if param(buf) && !bufs.contains(buf) {
                         bufs.push(*buf);
                     }
                 }

@@ -51,7 +51,42 @@ pub fn gathers<'f>(stmts: &'f [Stmt], var: VarId) -> Vec<Gather<'f>> {
     let mut deps = HashSet::from([var]);
     let mut out = Vec::new();
     collect(stmts, false, &mut deps, &mut Vec::new(), &mut out);
+    out.retain(|g| ahead_computable(g, stmts));
     out
+}
+
+/// Whether the address of gather `g` can be computed iterations ahead at the top of the
+/// loop whose body is `stmts`: it reads, directly or through the definitions in scope it
+/// uses, no buffer the body writes or allocates (a binary search's cursor, a cache).
+fn ahead_computable(g: &Gather<'_>, stmts: &[Stmt]) -> bool {
+    let mut changing: HashSet<crate::func::BufferId> = crate::func::written_buffers(stmts).into_iter().collect();
+    crate::walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Alloc(b) = s.kind {
+            changing.insert(b);
+        }
+    });
+    let Expr::Load(_, idx) = g.load else { return false };
+    // The index, and each definition it uses (once), checked for reads of changing buffers.
+    let mut exprs: Vec<&Expr> = idx.iter().collect();
+    let mut taken = vec![false; g.scope.len()];
+    let mut ok = true;
+    while let Some(e) = exprs.pop() {
+        let mut used: HashSet<VarId> = HashSet::new();
+        e.walk(&mut |x| match x {
+            Expr::Load(b, _) | Expr::AtomicAdd(b, ..) => ok &= !changing.contains(b),
+            Expr::Var(v) => {
+                used.insert(*v);
+            }
+            _ => {}
+        });
+        for (k, b) in g.scope.iter().enumerate() {
+            if used.contains(&b.var) && !taken[k] {
+                taken[k] = true;
+                exprs.push(b.value);
+            }
+        }
+    }
+    ok
 }
 
 /// Whether `stmts` hold a gather of `var` anywhere, under loops and conditions too (where
@@ -60,7 +95,7 @@ pub fn has_gather(stmts: &[Stmt], var: VarId) -> bool {
     let mut deps = HashSet::from([var]);
     let mut out = Vec::new();
     collect(stmts, true, &mut deps, &mut Vec::new(), &mut out);
-    !out.is_empty()
+    out.iter().any(|g| ahead_computable(g, stmts))
 }
 
 /// Whether the load `e` is a gather of the variables in `deps`: its index reads an element
@@ -177,6 +212,19 @@ mod tests {
         assert_eq!(printed, vec!["X[C[q]]".to_string()]);
         let names: Vec<&str> = found[0].scope.iter().map(|b| f.vars[b.var].name.as_str()).collect();
         assert_eq!(names, vec!["vi", "vj", "q"]);
+        // A gather whose address goes through state the body computes (a search's cursor)
+        // cannot be evaluated ahead: it is none.
+        let text = text.replace("let q = P[vi] + vj", "buffer L = alloc_buffer([1], i32, local)\n        L[0] = P[vi]\n        let q = L[0] + vj");
+        let g2 = parse_func("g.sptir", &text).unwrap();
+        let (body2, j2) = body_of_loop(&g2, "j");
+        assert!(gathers(body2, j2).is_empty() && !has_gather(body2, j2));
+        let all = {
+            let mut deps = HashSet::from([j2]);
+            let mut out = Vec::new();
+            collect(body2, false, &mut deps, &mut Vec::new(), &mut out);
+            out.len()
+        };
+        assert_eq!(all, 1, "X[C[q]] still moves with j; only its address is not computable ahead");
         // The row loop's body holds the nonzero loop, whose loads are that loop's.
         let (body, i) = body_of_loop(&f, "i");
         assert!(gathers(body, i).is_empty(), "gathers under a nested loop are not the outer loop's");
