@@ -1061,18 +1061,12 @@ impl<'c, 'f> Tr<'c, 'f> {
             if let Some(big) = self.prefetch_condition(b, f)? {
                 // Two copies of the whole nest, one branch a call: the one whose annotated
                 // loops prefetch runs where a gathered array is large.
-                let copy = |t: &mut Self, on: bool| {
-                    t.region(&[], |t, blk, _| {
-                        t.prefetching = Some(on);
-                        let r = t.for_loop(blk, f, init);
-                        t.prefetching = None;
-                        r?;
-                        t.yield_(blk, &[])
-                    })
-                };
-                let (with, without) = (copy(self, true)?, copy(self, false)?);
-                b.append_operation(self.build("scf.if", &[big], &[], &[], vec![with, without])?);
-                return Ok(());
+                return self.two_copies(b, big, |t, blk, on| {
+                    t.prefetching = Some(on);
+                    let r = t.for_loop(blk, f, init);
+                    t.prefetching = None;
+                    r
+                });
             }
         }
         if self.vectors.is_none() && matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
@@ -1082,21 +1076,28 @@ impl<'c, 'f> Tr<'c, 'f> {
                 // One test of the vector forms' assumptions for the whole loop (the outermost
                 // serial or vectorized one), and two copies.
                 let c = self.multiples(b, &need)?;
-                let copy = |t: &mut Self, holds: bool| {
-                    t.region(&[], |t, blk, _| {
-                        t.vectors = Some(holds);
-                        let r = t.for_loop_versioned(blk, f, init);
-                        t.vectors = None;
-                        r?;
-                        t.yield_(blk, &[])
-                    })
-                };
-                let (r1, r2) = (copy(self, true)?, copy(self, false)?);
-                b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r1, r2])?);
-                return Ok(());
+                return self.two_copies(b, c, |t, blk, holds| {
+                    t.vectors = Some(holds);
+                    let r = t.for_loop_versioned(blk, f, init);
+                    t.vectors = None;
+                    r
+                });
             }
         }
         self.for_loop_versioned(b, f, init)
+    }
+
+    /// `scf.if cond { body(true) } else { body(false) }`: two versions of what `body` emits.
+    fn two_copies(&mut self, b: &Block<'c>, cond: Val<'c>, body: impl Fn(&mut Self, &Block<'c>, bool) -> Result<()>) -> Result<()> {
+        let copy = |t: &mut Self, on: bool| {
+            t.region(&[], |t, blk, _| {
+                body(t, blk, on)?;
+                t.yield_(blk, &[])
+            })
+        };
+        let (yes, no) = (copy(self, true)?, copy(self, false)?);
+        b.append_operation(self.build("scf.if", &[cond], &[], &[], vec![yes, no])?);
+        Ok(())
     }
 
     /// Whether each parameter is a multiple of its width.
