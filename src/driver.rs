@@ -318,7 +318,8 @@ pub fn lower_observed(func: &Func, plan: &Plan, after: &mut dyn FnMut(&str, &Fun
 /// scalar parameter that no flag sets gives the scalar its value from the file's shape.
 #[derive(Clone, Debug, Default)]
 pub struct RunSpec {
-    /// `buffer → Matrix Market file`: binds the values, `indptr`, `indices` and shape scalars.
+    /// `buffer → Matrix Market (`.mtx`) or FROSTT (`.tns`) file`: binds the values, `indptr`,
+    /// `indices` and shape scalars, laid out as the buffer's axes say.
     pub matrices: Vec<(String, PathBuf)>,
     /// `parameter or buffer → .npy file` for dense inputs.
     pub inputs: Vec<(String, PathBuf)>,
@@ -347,6 +348,30 @@ pub enum RunError {
     /// The matrix does not fit the buffer it is bound to.
     #[error("{0}")]
     Bind(#[from] sparsec_formats::BindError),
+    /// A matrix or tensor file does not fit the buffer it is bound to.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: sparsec_formats::BindError,
+    },
+    /// A `.tns` file is malformed.
+    #[error("{}: {source}", path.display())]
+    Tensor {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: sparsec_formats::TensorError,
+    },
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The matrix could not be converted to the buffer's format.
     #[error("{0}")]
     Convert(#[from] sparsec_formats::ConvertError),
@@ -464,6 +489,12 @@ impl Budget {
             _ => Ok(()),
         }
     }
+
+    /// How many elements of `size` bytes still fit, at most [`MAX_ELEMENTS`].
+    fn elements_left(&self, size: usize) -> usize {
+        let left = self.available.map_or(u128::MAX, |a| u128::from(a).saturating_sub(self.used) / size.max(1) as u128);
+        left.min(MAX_ELEMENTS as u128) as usize
+    }
 }
 
 /// The index type a matrix is read with for a buffer: `i64` if any of its axes is.
@@ -474,23 +505,23 @@ fn wide_index(func: &Func, b: sparsec_ir::BufferId) -> bool {
     }
 }
 
-/// Reads a Matrix Market file into CSR, checking that its row pointers fit the budget first.
-fn read_matrix<I: sparsec_formats::scalar::Index>(
-    path: &Path,
-    budget: &mut Budget,
-) -> Result<sparsec_formats::Csr<I, f64>, RunError> {
+/// Reads a Matrix Market file (entries as in the file, duplicates not yet summed).
+fn read_matrix<I: sparsec_formats::scalar::Index>(path: &Path) -> Result<sparsec_formats::Coo<I, f64>, RunError> {
     use sparsec_formats::mtx::{parse_mtx, MtxError};
     let wrap = |e: MtxError| MtxError::File { path: path.to_path_buf(), source: Box::new(e) };
     let bytes = std::fs::read(path).map_err(|e| wrap(e.into()))?;
-    let (h, coo) = parse_mtx::<I, f64>(&bytes).map_err(wrap)?;
-    drop(bytes);
-    // `to_csr` counts rows in `usize`s, then fills `I` row pointers.
-    let what = || format!("{}: line {}: rows = {}: the row pointer array", path.display(), h.line, h.rows);
-    budget.take(what, h.rows as u128 + 1, 8 + std::mem::size_of::<I>(), "")?;
-    Ok(coo.to_csr())
+    Ok(parse_mtx::<I, f64>(&bytes).map_err(wrap)?.1)
 }
 
-/// Binds one matrix file to a sparse buffer, reading it with index type `I`.
+/// Whether a file is a FROSTT tensor (`.tns`) rather than a Matrix Market matrix.
+fn is_tns(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("tns"))
+}
+
+/// Binds one matrix or tensor file to a sparse buffer, reading it with index type `I`: the
+/// buffer's own axes say how it is stored (`Binder::tensor`), except for the layouts that
+/// need more than coordinates: blocks of `spec.block` (4 axes, BSR or blocked ELL) and
+/// `dense_variable` segments.
 fn bind_matrix<I: sparsec_formats::scalar::Index>(
     func: &Func,
     binder: &mut sparsec_formats::Binder,
@@ -500,22 +531,39 @@ fn bind_matrix<I: sparsec_formats::scalar::Index>(
     spec: &RunSpec,
     budget: &mut Budget,
 ) -> Result<(), RunError> {
-    use sparsec_ir::{AxisKind, Layout};
-    let m = read_matrix::<I>(path, budget)?;
-    let axes = match &func.buffers[b].layout {
-        Layout::Sparse(a) => a.clone(),
-        Layout::Dense(_) => vec![],
-    };
-    let sparse_fixed = axes.get(1).is_some_and(|&a| func.axes[a].kind == AxisKind::SparseFixed);
-    match (axes.len(), sparse_fixed) {
-        (4, false) => binder.bsr(buf, &m.to_bsr(spec.block)?)?,
-        (_, true) => {
-            let k = m.row_lengths().into_iter().max().unwrap_or(0).max(1);
-            binder.ell(buf, &m.to_ell(k)?)?
+    use sparsec_ir::AxisKind;
+    let in_file = |source| RunError::File { path: path.to_path_buf(), source };
+    let axes = func.buffers[b].axes();
+    let kind = |k: usize| axes.get(k).map(|&a| func.axes[a].kind);
+    // Sorting the entries takes about 4 words each; every level position a few more.
+    let limit = budget.elements_left(24);
+    if is_tns(path) {
+        let bytes = std::fs::read(path).map_err(|e| RunError::Io { path: path.to_path_buf(), source: e })?;
+        let t = sparsec_formats::tensor::parse_tns::<I, f64>(&bytes)
+            .map_err(|e| RunError::Tensor { path: path.to_path_buf(), source: e })?;
+        binder.tensor(buf, &t, limit).map_err(in_file)?;
+        return Ok(());
+    }
+    let coo = read_matrix::<I>(path)?;
+    match (axes.len(), kind(1)) {
+        (4, _) | (2, Some(AxisKind::DenseVariable)) => {
+            // `to_csr` counts rows in `usize`s, then fills `I` row pointers.
+            let what = || format!("{}: rows = {}: the row pointer array", path.display(), coo.rows());
+            budget.take(what, coo.rows() as u128 + 1, 8 + std::mem::size_of::<I>(), "")?;
+            let m = coo.to_csr();
+            match kind(1) {
+                Some(AxisKind::SparseFixed) => {
+                    let k = m.row_lengths().into_iter().max().unwrap_or(0).max(1);
+                    binder.ell(buf, &m.to_ell(k)?).map_err(in_file)?
+                }
+                Some(AxisKind::DenseVariable) => binder.dense_variable(buf, m.indptr(), m.values()).map_err(in_file)?,
+                _ => binder.bsr(buf, &m.to_bsr(spec.block)?).map_err(in_file)?,
+            };
         }
-        (2, false) if func.axes[axes[1]].kind == AxisKind::DenseVariable => binder.dense_variable(buf, m.indptr(), m.values())?,
-        _ => binder.csr(buf, &m)?,
-    };
+        _ => {
+            binder.tensor(buf, &sparsec_formats::Tensor::from(&coo), limit).map_err(in_file)?;
+        }
+    }
     Ok(())
 }
 

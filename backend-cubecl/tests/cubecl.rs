@@ -6,6 +6,7 @@ mod cubecl {
     pub mod common;
     mod atomic;
     mod emit;
+    mod formats;
     mod fuzz;
     mod limits;
     mod runner;

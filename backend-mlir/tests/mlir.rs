@@ -4,6 +4,7 @@ mod mlir {
     pub mod common;
     mod bad_inputs;
     mod cpu;
+    mod formats;
     mod fuzz;
     mod gpu;
     mod refusals;

@@ -19,9 +19,14 @@ pub struct RunArgs {
     /// Function to run (default: the only one).
     #[arg(long)]
     func: Option<String>,
-    /// Binds a Matrix Market file to a sparse buffer: `A=path.mtx` (repeatable).
+    /// Binds a Matrix Market file to a sparse buffer: `A=path.mtx` (repeatable), laid out as
+    /// the buffer's axes say (CSR, DCSR, CSC with `modes = [1, 0]`, ELL, BSR, ...).
     #[arg(long = "matrix", value_name = "BUFFER=PATH", value_parser = parse_pair::<PathBuf>)]
     matrices: Vec<(String, PathBuf)>,
+    /// Binds a FROSTT tensor (`.tns`: `i j k value` lines, 1-based) to a sparse buffer with
+    /// one axis per mode (CSF, a sparse vector, ...): `A=path.tns` (repeatable).
+    #[arg(long = "tensor", value_name = "BUFFER=PATH", value_parser = parse_pair::<PathBuf>)]
+    tensors: Vec<(String, PathBuf)>,
     /// Reads a dense input from a .npy file: `B=path.npy` (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH", value_parser = parse_pair::<PathBuf>)]
     inputs: Vec<(String, PathBuf)>,
@@ -113,7 +118,7 @@ fn bind(a: &RunArgs, stage1: &sparsec::ir::Func) -> Result<(sparsec::ir::data::A
         scalars: a.scalars.clone(),
         block: a.block,
         seed: a.seed,
-        ..matrix_spec(a.matrices.clone(), a.feat)
+        ..matrix_spec(a.matrices.iter().chain(&a.tensors).cloned().collect(), a.feat)
     };
     Ok((driver::bind_run(stage1, &spec)?, start.elapsed()))
 }

@@ -806,3 +806,39 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--auto", "cpu"], &["tune chooses the schedule"]);
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--budget", "0"], &["--budget must be a positive number"]);
 }
+
+/// A program's own axes say how `--matrix` and `--tensor` lay a file out: SpMV with A in
+/// DCSR (a root sparse axis) and in CSC (`modes = [1, 0]`) gives CSR SpMV's y on the same
+/// matrix, on the interpreter and on mlir-cpu with the default schedule; TTV reads a CSF
+/// tensor from a `.tns` file; malformed or mismatched files are refused with the file, the
+/// line and the reason.
+#[test]
+fn run_lays_files_out_in_the_programs_own_format() {
+    let dir = tmp("formats");
+    let a = dir.join("a.mtx");
+    std::fs::write(&a, "%%MatrixMarket matrix coordinate real general\n4 3 5\n1 1 1.0\n1 3 2.0\n3 2 3.0\n4 1 -1.5\n4 3 0.25\n").unwrap();
+    let mat = format!("A={}", a.display());
+    let csr = sparsec(&["run", "examples/spmv.sptir", "--matrix", &mat, "--seed", "3"]);
+    assert!(csr.status.success(), "{}", stderr(&csr));
+    for prog in ["examples/formats/dcsr_spmv.sptir", "examples/formats/csc_spmv.sptir"] {
+        for extra in [&[][..], &["--backend", "mlir-cpu", "--auto", "cpu"][..]] {
+            let mut args = vec!["run", prog, "--matrix", &mat, "--seed", "3"];
+            args.extend_from_slice(extra);
+            let o = sparsec(&args);
+            assert!(o.status.success(), "{prog} {extra:?}: {}", stderr(&o));
+            assert_same_summary(&o, &csr, prog);
+        }
+    }
+    let t = dir.join("t.tns");
+    std::fs::write(&t, "# i j k value\n1 1 1 1.0\n1 1 3 2.0\n2 3 2 -1.0\n2 3 2 0.5\n").unwrap();
+    let o = sparsec(&["run", "examples/formats/csf_ttv.sptir", "--tensor", &format!("A={}", t.display())]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("Y                     6 elements"), "{}", stdout(&o));
+    let bad = dir.join("bad.tns");
+    std::fs::write(&bad, "1 1 1 1.0\n1 0 2 2.0\n").unwrap();
+    fails_with(
+        &["run", "examples/formats/csf_ttv.sptir", "--tensor", &format!("A={}", bad.display())],
+        &["bad.tns: line 2: coordinate 2 is 0; `.tns` coordinates start at 1"],
+    );
+    fails_with(&["run", "examples/formats/csf_ttv.sptir", "--matrix", &mat], &["a.mtx", "buffer `A` has 3 axes, expected 2 (one per mode of the tensor)"]);
+}

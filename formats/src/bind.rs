@@ -135,6 +135,14 @@ pub enum BindError {
         /// What does not fit.
         message: String,
     },
+    /// A tensor that cannot be laid out in the buffer's levels.
+    #[error("buffer `{buffer}`: {source}")]
+    Tensor {
+        /// Buffer name.
+        buffer: String,
+        /// Why.
+        source: crate::tensor::TensorError,
+    },
     /// Segment arrays (for `dense_variable`) that are not valid.
     #[error("invalid segments for buffer `{buffer}`: {source}")]
     Segments {
@@ -606,6 +614,67 @@ impl<'f> Binder<'f> {
             self.dense_fixed(b.axes[3], m.block_size())?;
         }
         self.put_values(&b, m.values())?;
+        Ok(self)
+    }
+
+    /// Binds a tensor to a sparse buffer by walking the buffer's own axes (one per mode,
+    /// axis `k` storing mode `modes[k]` of the buffer, identity by default): `dense_fixed`
+    /// stores every coordinate, `sparse_variable` each row's distinct coordinates, a root
+    /// `sparse_fixed` the distinct coordinates of the one root row, a `sparse_fixed` below
+    /// a parent the rows padded to the longest (as [`Ell`] pads). Lengths are the tensor's
+    /// dimensions, `nnz` fields the stored positions; duplicates are summed. Fails before
+    /// allocating if a level would hold more than `limit` positions.
+    pub fn tensor<I: Index, V: Value>(
+        &mut self,
+        buffer: &str,
+        t: &crate::tensor::Tensor<I, V>,
+        limit: usize,
+    ) -> Result<&mut Self, BindError> {
+        use crate::tensor::LevelKind;
+        let b = self.buffer(buffer)?;
+        let order = t.dims().len();
+        self.expect_axes(&b, &[order], &format!("{order} (one per mode of the tensor)"))?;
+        let id = self.func.buffer_by_name(buffer).ok_or_else(|| BindError::UnknownBuffer(buffer.into()))?;
+        let modes = self.func.buffers[id].modes.clone().unwrap_or_else(|| (0..order).collect());
+        let mut kinds = Vec::with_capacity(order);
+        for (k, &a) in b.axes.iter().enumerate() {
+            let ax = &self.func.axes[a];
+            if let Some(p) = ax.parent {
+                if k == 0 || b.axes[k - 1] != p {
+                    self.expect_parent(a, if k == 0 { a } else { b.axes[k - 1] })?;
+                }
+            }
+            kinds.push(match (ax.kind, ax.parent) {
+                (AxisKind::DenseFixed, _) => LevelKind::Dense,
+                (AxisKind::SparseVariable, _) => LevelKind::Compressed,
+                (AxisKind::SparseFixed, None) => LevelKind::Root,
+                (AxisKind::SparseFixed, Some(_)) => LevelKind::Padded,
+                (AxisKind::DenseVariable, _) => {
+                    return Err(BindError::AxisKind {
+                        axis: ax.name.clone(),
+                        expected: "dense_fixed, sparse_variable or sparse_fixed (a dense_variable axis binds segments, not coordinates)",
+                        found: ax.kind.name(),
+                    })
+                }
+            });
+        }
+        let levels = t
+            .levels(&kinds, &modes, limit)
+            .map_err(|source| BindError::Tensor { buffer: b.name.clone(), source })?;
+        for (&a, level) in b.axes.iter().zip(&levels.levels) {
+            let ax = self.func.axes[a].clone();
+            self.bind_field(a, "length", Some(&ax.length), level.dim, true)?;
+            if ax.kind != AxisKind::DenseFixed {
+                self.bind_field(a, "nnz", ax.nnz.as_ref(), level.extent, true)?;
+            }
+            if let Some(ptr) = &level.indptr {
+                self.put_index(a, "indptr", ptr)?;
+            }
+            if let Some(idx) = &level.indices {
+                self.put_index(a, "indices", idx)?;
+            }
+        }
+        self.put_values(&b, &levels.values)?;
         Ok(self)
     }
 

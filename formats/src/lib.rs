@@ -55,6 +55,7 @@ pub mod ell;
 pub mod gen;
 pub mod mtx;
 pub mod scalar;
+pub mod tensor;
 pub mod validate;
 
 pub use bind::{
@@ -71,4 +72,5 @@ pub use ell::Ell;
 pub use gen::GenError;
 pub use mtx::MtxError;
 pub use scalar::{Index, Value};
+pub use tensor::{LevelKind, Tensor, TensorError};
 pub use validate::{Report, ValidateError, ValidateOptions, ValidateWarning};

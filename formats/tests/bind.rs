@@ -84,6 +84,7 @@ impl FuncBuilder {
             storage,
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         })
     }

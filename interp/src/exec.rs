@@ -28,7 +28,7 @@ struct IterSpec {
 
 #[derive(Clone, Copy, Debug)]
 enum RowFrom {
-    /// A dense-fixed axis: no row.
+    /// A root axis: its one row (positions `0..row_extent`).
     None,
     /// The flat position of the nearest iterator over the declared parent.
     Parent(AxisId),
@@ -258,7 +258,11 @@ impl<'f> Machine<'f> {
             let row = match (info.kind, attach) {
                 (AxisKind::DenseFixed, _) => RowFrom::None,
                 (_, Some(p)) => RowFrom::Attached(p),
-                (_, None) => RowFrom::Parent(info.parent.ok_or_else(|| invalid(format!("axis {axis:?} has no parent")))?),
+                (_, None) => match info.parent {
+                    Some(p) => RowFrom::Parent(p),
+                    None if info.kind == AxisKind::SparseFixed => RowFrom::None,
+                    None => return Err(invalid(format!("axis {axis:?} has no parent")).into()),
+                },
             };
             specs.push(IterSpec { axis, var, row });
         }
@@ -277,7 +281,7 @@ impl<'f> Machine<'f> {
         };
         let ax = self.axes[spec.axis.index()];
         let (row, start, end) = match spec.row {
-            RowFrom::None => (0, 0, ax.length),
+            RowFrom::None => (0, 0, ax.row_extent),
             RowFrom::Parent(p) | RowFrom::Attached(p) => {
                 let attached = matches!(spec.row, RowFrom::Attached(_));
                 let found = self.active.iter().rev().find(|a| a.axis == p);

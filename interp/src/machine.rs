@@ -186,7 +186,7 @@ impl<'f> Machine<'f> {
             _ => None,
         };
         let parent = match (axis.kind, axis.parent) {
-            (AxisKind::DenseFixed, _) => None,
+            (AxisKind::DenseFixed, _) | (AxisKind::SparseFixed, None) => None,
             (_, Some(p)) if self.func.axes.contains(p) => Some(p),
             _ => return Err(invalid(format!("axis `{}` has no valid parent", axis.name)).into()),
         };

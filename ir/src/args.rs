@@ -270,6 +270,24 @@ fn check_coordinates(
             return Err(err(format!("coordinate {x} at position {i} is outside 0..{len} (axis `{}`)", axis.name)));
         }
     }
+    // A root sparse axis is a set of coordinates (iterators over it are spatial points):
+    // no duplicates, ascending where declared sorted.
+    if axis.kind == AxisKind::SparseFixed && axis.parent.is_none() {
+        if axis.sorted {
+            for k in 1..n {
+                let (x, y) = (a.get_i64(k - 1).unwrap_or(0), a.get_i64(k).unwrap_or(0));
+                if y <= x {
+                    return Err(err(format!("coordinates of root axis `{}` are not sorted without duplicates ({x} then {y} at position {k})", axis.name)));
+                }
+            }
+        } else {
+            let mut seen: Vec<i64> = (0..n).map(|k| a.get_i64(k).unwrap_or(0)).collect();
+            seen.sort_unstable();
+            if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+                return Err(err(format!("coordinate {} of root axis `{}` is stored twice", w[0], axis.name)));
+            }
+        }
+    }
     // Sorted rows of a sparse-variable axis (binary searches rely on them).
     if axis.kind == AxisKind::SparseVariable && axis.sorted {
         let ip = &func.params[axis.indptr.unwrap_or(p)].name;

@@ -62,7 +62,8 @@ pub struct Axis {
     pub name: String,
     /// Dense/sparse × fixed/variable.
     pub kind: AxisKind,
-    /// Parent axis; `None` exactly for `dense_fixed`.
+    /// Parent axis; `None` for `dense_fixed` and for a root `sparse_fixed` (a set of
+    /// coordinates: a sparse vector, DCSR's rows); variable axes always have one.
     pub parent: Option<AxisId>,
     /// Upper bound of coordinates (`0..length`).
     pub length: Expr,
@@ -125,6 +126,9 @@ pub struct Buffer {
     pub extra_storage: Option<Expr>,
     /// Value of coordinates that are not stored; zero when `None`.
     pub default: Option<Expr>,
+    /// Sparse buffers bound from a file: axis `k` stores mode (dimension) `modes[k]` of the
+    /// tensor (`[1, 0]`: CSC of a matrix). `None`: axis `k` stores mode `k`.
+    pub modes: Option<Vec<usize>>,
     /// Where it was declared.
     pub span: Span,
 }

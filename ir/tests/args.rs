@@ -228,3 +228,29 @@ fn rows_of_sorted_and_dense_variable_axes_are_bounded_by_their_length() {
     let e = run("    C[i] = C[i] + A[i, j]", &[("indices", Array::I32(vec![1, 1, 0]))]).unwrap_err();
     assert!(e.to_string().contains("not sorted without duplicates"), "{e}");
 }
+
+/// A root sparse axis stores a set of coordinates: a repeated one (sorted or not), or an
+/// unsorted list under the default `sorted`, is refused before anything runs; distinct ones
+/// in any order pass with `sorted = false`.
+#[test]
+fn root_sparse_axes_store_distinct_coordinates() {
+    let check = |decl: &str, rows: Vec<i32>| {
+        let src = format!(
+            "func f(a: handle, rows: handle, m: i32, k: i32) {{\n  axis I = {decl}\n  buffer A = match_sparse_buffer(a, [I], f32)\n}}\n"
+        );
+        let f = parse_func("t.sptir", &src).unwrap_or_else(|e| panic!("{e}"));
+        sparsec_ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("{e:?}"));
+        let mut args = Args::new();
+        args.array("a", Array::F32(vec![1.0; rows.len()])).int("m", 8).int("k", rows.len() as i64);
+        args.array("rows", Array::I32(rows));
+        check_structure(&f, &args)
+    };
+    let sorted = "sparse_fixed(m, k, rows)";
+    let unsorted = "sparse_fixed(m, k, rows, sorted = false)";
+    assert!(check(sorted, vec![0, 3, 7]).is_ok());
+    refused(check(sorted, vec![0, 3, 3]), "coordinates of root axis `I` are not sorted without duplicates (3 then 3 at position 2)");
+    refused(check(sorted, vec![3, 0]), "(3 then 0 at position 1)");
+    assert!(check(unsorted, vec![3, 0, 7]).is_ok());
+    refused(check(unsorted, vec![3, 0, 3]), "coordinate 3 of root axis `I` is stored twice");
+    refused(check(sorted, vec![0, 8]), "coordinate 8 at position 1 is outside 0..8");
+}

@@ -737,6 +737,7 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
             storage,
             extra_storage: b.extra_storage.as_ref().map(sub),
             default: b.default.as_ref().map(sub),
+            modes: b.modes.clone(),
             span: b.span,
         };
         bmap.insert(h, g.buffers.append(nb));

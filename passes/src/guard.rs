@@ -116,6 +116,7 @@ pub fn insert_checks_with(f: &Func, max_while: i64) -> Result<(Func, Vec<Site>),
         storage: Storage::Param(out.params.len() - 1),
         extra_storage: None,
         default: None,
+        modes: None,
         span: Span::NONE,
     });
     // Any point may record a fault: the record is exempt from the kind rules.
@@ -243,6 +244,7 @@ impl Checker {
             storage: Storage::Alloc(Scope::Local),
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         });
         (build::stmt(StmtKind::Alloc(b)), b)

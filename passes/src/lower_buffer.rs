@@ -39,6 +39,7 @@ pub(crate) fn run(f: Verified<'_>) -> Result<Func, PassError> {
             storage: b.storage,
             extra_storage: None,
             default: b.default.clone(),
+            modes: None,
             span: b.span,
         });
     }
@@ -111,6 +112,7 @@ impl Flattener<'_> {
                 storage: Storage::Param(param),
                 extra_storage: Some(Expr::Int(1, axis.idtype)),
                 default: None,
+                modes: None,
                 span: Span::NONE,
             };
             let size = simplify_expr(self.storage_size(&probe));

@@ -955,6 +955,7 @@ impl Schedule {
             storage: Storage::Alloc(scope),
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         })
     }

@@ -187,6 +187,8 @@ pub enum ColKind {
 pub struct Prog {
     /// Column axes `J0, J1, ...` (all of length `n`, parent `I` unless dense-fixed).
     pub cols: Vec<ColKind>,
+    /// `I` is a root `sparse_fixed(m, ki, rowsi)` (DCSR's rows) instead of `dense_fixed(m)`.
+    pub sparse_rows: bool,
     /// Buffers: name, axes, dtype, `default` option, allocated (not a parameter).
     pub bufs: Vec<Buf>,
     /// Top-level sparse iterations.
@@ -215,8 +217,12 @@ impl Prog {
         for b in self.bufs.iter().filter(|b| !b.alloc) {
             params.push(format!("{}: handle", b.name.to_lowercase()));
         }
-        let mut axes = vec!["  axis I = dense_fixed(m)".to_string()];
+        let mut axes = vec![if self.sparse_rows { "  axis I = sparse_fixed(m, ki, rowsi)" } else { "  axis I = dense_fixed(m)" }.to_string()];
         let mut scalars = vec!["m: i32".to_string(), "n: i32".to_string(), "f: i32".to_string()];
+        if self.sparse_rows {
+            params.push("rowsi: handle".into());
+            scalars.push("ki: i32".into());
+        }
         for (t, k) in self.cols.iter().enumerate() {
             let rhs = match k {
                 ColKind::DenseFixed => "dense_fixed(n)".to_string(),
@@ -333,8 +339,11 @@ pub struct Data {
     pub n: usize,
     /// Extent of `K`.
     pub f: usize,
-    /// Per column axis, per row, the stored coordinates (empty for dense-fixed axes).
+    /// Per column axis, per row (per stored row where `I` is sparse), the stored coordinates
+    /// (empty for dense-fixed axes).
     pub rows: Vec<Vec<Vec<i32>>>,
+    /// Where `I` is a root sparse axis: the rows it stores (ascending, below `m`).
+    pub stored_rows: Option<Vec<i32>>,
     /// Seed of the buffer values.
     pub seed: u64,
     /// Whether the buffer values are all finite (else about 1 in 40 is a special value,
@@ -346,6 +355,9 @@ impl Data {
     /// A one-line description of the inputs.
     pub fn describe(&self, prog: &Prog) -> String {
         let mut s = format!("m = {}, n = {}, f = {}, value seed {:#x}", self.m, self.n, self.f, self.seed);
+        if let Some(r) = &self.stored_rows {
+            s.push_str(&format!("; I stores rows {r:?}"));
+        }
         for (t, (k, rows)) in prog.cols.iter().zip(&self.rows).enumerate() {
             if *k != ColKind::DenseFixed {
                 s.push_str(&format!("; J{t} ({k:?}) rows {rows:?}"));
@@ -369,6 +381,9 @@ pub fn to_reproducer(case: &Case) -> String {
     let cols: Vec<&str> = case.prog.cols.iter().map(|k| COL_NAMES.iter().find(|c| c.0 == *k).expect("every kind").1).collect();
     let mut s = format!("# fuzz-data m={} n={} f={} seed={} cols={}", d.m, d.n, d.f, d.seed, cols.join(","));
     s.push_str(if d.finite { " finite=1\n" } else { "\n" });
+    if let Some(r) = &d.stored_rows {
+        s.push_str(&format!("# fuzz-stored-rows {}\n", r.iter().map(i32::to_string).collect::<Vec<_>>().join(",")));
+    }
     for rows in &d.rows {
         let r: Vec<String> = rows.iter().map(|r| r.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")).collect();
         s.push_str(&format!("# fuzz-rows {}\n", r.join("|")));
@@ -379,7 +394,11 @@ pub fn to_reproducer(case: &Case) -> String {
 /// Reads the column kinds and data of a reproducer written by [`to_reproducer`].
 pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
     let head = text.lines().find_map(|l| l.strip_prefix("# fuzz-data ")).ok_or("no `# fuzz-data` line")?;
-    let mut d = Data { m: 0, n: 0, f: 0, rows: vec![], seed: 0, finite: false };
+    let mut d = Data { m: 0, n: 0, f: 0, rows: vec![], stored_rows: None, seed: 0, finite: false };
+    if let Some(l) = text.lines().find_map(|l| l.strip_prefix("# fuzz-stored-rows")) {
+        let r = l.trim().split(',').filter(|x| !x.is_empty()).map(|x| x.parse::<i32>().map_err(|e| e.to_string()));
+        d.stored_rows = Some(r.collect::<Result<_, _>>()?);
+    }
     let mut cols = Vec::new();
     for kv in head.split_whitespace() {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("bad field {kv}"))?;
@@ -399,7 +418,8 @@ pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
         }
     }
     for l in text.lines().filter_map(|l| l.strip_prefix("# fuzz-rows")) {
-        let rows = if d.m == 0 { vec![] } else { l.trim().split('|').map(|r| r.split(',').filter(|x| !x.is_empty()).map(|x| x.parse::<i32>().map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()).collect::<Result<Vec<_>, _>>()? };
+        let stored = d.stored_rows.as_ref().map_or(d.m, Vec::len);
+        let rows = if stored == 0 { vec![] } else { l.trim().split('|').map(|r| r.split(',').filter(|x| !x.is_empty()).map(|x| x.parse::<i32>().map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()).collect::<Result<Vec<_>, _>>()? };
         d.rows.push(rows);
     }
     if d.rows.len() != cols.len() {
@@ -436,23 +456,28 @@ pub struct GenOptions {
     /// `inf`, `-inf`, `nan` and `3.4e38` literals, and non-finite input values. Backends that
     /// refuse any non-finite value (cubecl on WGSL) test more with them off.
     pub non_finite: bool,
+    /// Sometimes a root sparse `I` (DCSR's rows; drawn from a stream of its own, so a seed
+    /// generated without it gives the same case with it off).
+    pub sparse_rows: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true }
     }
 }
 
 impl GenOptions {
     /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
     pub fn all() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true }
     }
 }
 
 struct Gen<'a> {
     opts: GenOptions,
+    /// Generating a nested iteration (`nested_iter`).
+    nested: bool,
     rng: &'a mut Rng,
     prog: Prog,
     counter: usize,
@@ -491,7 +516,9 @@ impl Gen<'_> {
         }
         let col = |a: &str| a == "JD" || self.col_kind(a).is_some();
         match buf_axis {
-            "I" | "K" => false,
+            // A root sparse `I` is read at a column's coordinate by a lookup.
+            "I" => read && self.prog.sparse_rows && col(var_axis),
+            "K" => false,
             "JD" => col(var_axis),
             a => match self.col_kind(a) {
                 Some(ColKind::DenseFixed) => col(var_axis),
@@ -510,7 +537,10 @@ impl Gen<'_> {
             let mut next = Vec::new();
             for pre in &out {
                 for (v, va) in &scope.vars {
-                    if self.fits(ax, va, read) && !(distinct && pre.contains(v)) {
+                    // Inside a nested iteration every buffer of the outer spatial `i` is read
+                    // in its own row only (another row's is another spatial point's).
+                    let temp = ax == "I" && va != "I" && (self.nested || b.name == "T" || b.name == "V");
+                    if self.fits(ax, va, read) && !temp && !(distinct && pre.contains(v)) {
                         let mut p = pre.clone();
                         p.push(v.clone());
                         next.push(p);
@@ -919,20 +949,33 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
     let m = if rng.below(10) == 0 { 0 } else { 1 + rng.below(6) };
     let n = 1 + rng.below(6);
     let f = 1 + rng.below(3);
-    let rows = cols.iter().map(|&k| gen_rows(&mut rng, k, m, n)).collect();
+    // A root sparse `I` stores a random subset of the rows.
+    let mut side = Rng::new(seed ^ 0x5ba5_e0f_1e55);
+    let stored_rows: Option<Vec<i32>> = (opts.sparse_rows && side.below(4) == 0)
+        .then(|| (0..m as i32).filter(|_| side.below(3) != 0).collect());
+    let rows_of = stored_rows.as_ref().map_or(m, Vec::len);
+    let rows = cols.iter().map(|&k| gen_rows(&mut rng, k, rows_of, n)).collect();
     let vseed = rng.next_u64();
-    let mut g = Gen { opts: opts.clone(), rng: &mut rng, prog: Prog { cols, bufs, iters: vec![] }, counter: 0 };
+    let sparse_rows = stored_rows.is_some();
+    let mut g = Gen { opts: opts.clone(), nested: false, rng: &mut rng, prog: Prog { cols, sparse_rows, bufs, iters: vec![] }, counter: 0 };
     let count = 1 + g.rng.below(3);
     let mut tries = 0;
     while g.prog.iters.len() < count && tries < 20 {
         tries += 1;
-        let it = if g.chance(0.25) { g.nested_iter() } else { g.flat_iter() };
+        let it = if g.chance(0.25) {
+            g.nested = true;
+            let it = g.nested_iter();
+            g.nested = false;
+            it
+        } else {
+            g.flat_iter()
+        };
         if let Some(it) = it {
             g.prog.iters.push(it);
         }
     }
     let prog = g.prog;
-    Case { seed, prog, data: Data { m, n, f, rows, seed: vseed, finite: !opts.non_finite } }
+    Case { seed, prog, data: Data { m, n, f, rows, stored_rows, seed: vseed, finite: !opts.non_finite } }
 }
 
 /// Transcendental intrinsics: correctly rounded by the interpreter, within a few ulp on GPUs
@@ -976,6 +1019,10 @@ pub fn run_as_cli(backend: &dyn sparsec::backend::Backend, f1: &Func, f3: &Func,
 pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, String> {
     let mut args = Args::new();
     args.int("m", d.m as i64).int("n", d.n as i64).int("f", d.f as i64);
+    if let Some(r) = &d.stored_rows {
+        args.int("ki", r.len() as i64);
+        args.array("rowsi", Array::I32(r.clone()));
+    }
     for (t, (k, rows)) in cols.iter().zip(&d.rows).enumerate() {
         let mut indptr = vec![0usize];
         for r in rows {
@@ -1590,6 +1637,15 @@ impl Runner<'_> {
         }
     }
 
+    /// Runs a verified Stage-I function on its arguments: every stage on the interpreter
+    /// and every backend, compared with Stage I under the fuzzer's rules.
+    pub fn check_func(&self, f1: &Func, args: &Args) -> Outcome {
+        match catch_unwind(AssertUnwindSafe(|| self.run_all(f1, args))) {
+            Ok(o) => o,
+            Err(p) => Outcome::Failure(format!("panic: {}", panic_text(p))),
+        }
+    }
+
     fn run_all(&self, f1: &Func, args: &Args) -> Outcome {
         use sparsec::passes::{PassError, PassManager};
         let stages = match PassManager::lowering_to(Stage::III).run_all(f1) {
@@ -1775,8 +1831,28 @@ fn shrinks(c: &Case) -> Vec<Case> {
     if d.m > 0 {
         out.extend(with(&|c2| {
             c2.data.m -= 1;
+            let m = c2.data.m;
+            let keep = match &mut c2.data.stored_rows {
+                Some(s) => {
+                    s.retain(|&r| (r as usize) < m);
+                    s.len()
+                }
+                None => m,
+            };
             for r in &mut c2.data.rows {
-                r.truncate(c2.data.m);
+                r.truncate(keep);
+            }
+            true
+        }));
+    }
+    // A stored row of a sparse `I`, and its column rows.
+    for r in 0..d.stored_rows.as_ref().map_or(0, Vec::len) {
+        out.extend(with(&|c2| {
+            c2.data.stored_rows.as_mut().expect("sparse rows").remove(r);
+            for rows in &mut c2.data.rows {
+                if r < rows.len() {
+                    rows.remove(r);
+                }
             }
             true
         }));

@@ -7,6 +7,8 @@ pub mod workloads;
 pub mod schedules;
 /// The differential program fuzzer (issue #13).
 pub mod fuzz;
+/// The level-format programs of `examples/formats` on matrix and tensor files.
+pub mod formats;
 pub mod nvidia;
 
 use sparsec::ir::data::{Args, Array};

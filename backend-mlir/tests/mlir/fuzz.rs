@@ -74,7 +74,7 @@ fn random_scheduled(f1: &Func, args: &Args, emulate_gpu: bool) -> Result<Args, S
 /// mlir-cpu unscheduled, with the default CPU schedule (and its every-path tuning), and
 /// GPU-scheduled kernels emulated;
 /// then a random schedule on CPU threads and as emulated GPU kernels.
-fn runner() -> Runner<'static> {
+pub(super) fn runner() -> Runner<'static> {
     let mut r = Runner::default();
     r.staged_backends.push(("mlir-cpu".into(), Box::new(|f1, f3, a| jit(f1, f3, a, &CpuOptions::default()))));
     r.staged_backends.push((

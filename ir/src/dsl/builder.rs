@@ -182,6 +182,7 @@ impl State {
             storage,
             extra_storage,
             default,
+            modes: opts.modes,
             span: Span::NONE,
         });
         BufferRef { id, dtype, owner: self.id }
@@ -327,6 +328,12 @@ impl<'a> Builder<'a, Top> {
         indices: HandleRef,
     ) -> AxisRef {
         self.axis_with(AxisOpts::new()).sparse_fixed(name, parent, length, nnz_per_row, indices)
+    }
+
+    /// `axis name = sparse_fixed(length, nnz, indices)`: a root axis storing `nnz` distinct
+    /// coordinates (a sparse vector, DCSR's rows).
+    pub fn sparse_root(&mut self, name: &str, length: impl Into<E>, nnz: impl Into<E>, indices: HandleRef) -> AxisRef {
+        self.axis_with(AxisOpts::new()).sparse_root(name, length, nnz, indices)
     }
 
     /// `axis name = sparse_variable(parent, length, nnz, indptr, indices)`
@@ -643,6 +650,14 @@ impl AxisDecl<'_, '_> {
         self.declare(name, AxisKind::SparseFixed, fields)
     }
 
+    /// `axis name = sparse_fixed(length, nnz, indices, ...)`: a root axis storing `nnz`
+    /// distinct coordinates (a sparse vector, DCSR's rows).
+    pub fn sparse_root(self, name: &str, length: impl Into<E>, nnz: impl Into<E>, indices: HandleRef) -> AxisRef {
+        let fields =
+            AxisFields { parent: None, length: length.into(), nnz: Some(nnz.into()), indptr: None, indices: Some(indices) };
+        self.declare(name, AxisKind::SparseFixed, fields)
+    }
+
     /// `axis name = sparse_variable(parent, length, nnz, indptr, indices, ...)`
     pub fn sparse_variable(
         self,
@@ -664,17 +679,25 @@ impl AxisDecl<'_, '_> {
     }
 }
 
-/// Options of a buffer declaration: `extra_storage` and `default` (both unset by default).
+/// Options of a buffer declaration: `extra_storage`, `default` and `modes` (all unset by
+/// default).
 #[derive(Clone, Debug)]
 pub struct BufferOpts {
     extra_storage: Option<E>,
     default: Option<E>,
+    modes: Option<Vec<usize>>,
 }
 
 impl BufferOpts {
     /// No options.
     pub fn new() -> Self {
-        BufferOpts { extra_storage: None, default: None }
+        BufferOpts { extra_storage: None, default: None, modes: None }
+    }
+
+    /// `modes = [..]`: axis `k` stores mode `modes[k]` of a tensor bound from a file
+    /// (`[1, 0]`: a matrix in CSC).
+    pub fn modes(self, modes: impl IntoIterator<Item = usize>) -> Self {
+        BufferOpts { modes: Some(modes.into_iter().collect()), ..self }
     }
 
     /// `extra_storage = e`: elements past the last stored position.

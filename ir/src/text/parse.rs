@@ -554,6 +554,17 @@ impl FuncBuilder {
         }
     }
 
+    /// `[1, 0]`: a list of mode numbers.
+    fn modes_arg(&self, p: &Pair<Rule>) -> PResult<Vec<usize>> {
+        self.list_items(p)?
+            .into_iter()
+            .map(|i| match self.expr(i.clone())? {
+                Expr::Int(v, _) if v >= 0 => Ok(v as usize),
+                _ => Err((span_of(&i), format!("expected a mode number (0, 1, ...), found `{}`", i.as_str()))),
+            })
+            .collect()
+    }
+
     fn list_items<'i>(&self, p: &Pair<'i, Rule>) -> PResult<Vec<Pair<'i, Rule>>> {
         if p.as_rule() != Rule::list {
             return Err((span_of(p), format!("expected a list `[...]`, found `{}`", p.as_str())));
@@ -600,12 +611,14 @@ impl FuncBuilder {
             }
         };
         let args = self.args(it.next().expect("grammar: axis args"))?;
-        let n = match kind {
-            AxisKind::DenseFixed => 1,
-            AxisKind::DenseVariable | AxisKind::SparseFixed => 4,
-            AxisKind::SparseVariable => 5,
+        let (min, n) = match kind {
+            AxisKind::DenseFixed => (1, 1),
+            AxisKind::DenseVariable => (4, 4),
+            // Three arguments: a root axis (`sparse_fixed(len, nnz, indices)`).
+            AxisKind::SparseFixed => (3, 4),
+            AxisKind::SparseVariable => (5, 5),
         };
-        let (pos, kw) = self.split_args(kind.name(), span, args, n, n, &["idtype", "sorted"])?;
+        let (mut pos, kw) = self.split_args(kind.name(), span, args, min, n, &["idtype", "sorted"])?;
         let idtype = match kw.get("idtype") {
             Some((v, _)) => self.dtype_arg(v)?,
             None => DType::I32,
@@ -632,7 +645,11 @@ impl FuncBuilder {
         match kind {
             AxisKind::DenseFixed => axis.length = self.expr(pos[0].clone())?,
             _ => {
-                axis.parent = Some(self.axis(&self.ident_arg(&pos[0], "a parent axis")?)?);
+                if pos.len() == n {
+                    axis.parent = Some(self.axis(&self.ident_arg(&pos[0], "a parent axis")?)?);
+                } else {
+                    pos.insert(0, pos[0].clone());
+                }
                 axis.length = self.expr(pos[1].clone())?;
                 axis.nnz = Some(self.expr(pos[2].clone())?);
                 match kind {
@@ -659,7 +676,7 @@ impl FuncBuilder {
         let kind_p = it.next().expect("grammar: buffer kind");
         let kind = kind_p.as_str().to_string();
         let args = self.args(it.next().expect("grammar: buffer args"))?;
-        let allowed_kw: &[&str] = &["extra_storage", "default"];
+        let allowed_kw: &[&str] = if kind == "match_sparse_buffer" { &["extra_storage", "default", "modes"] } else { &["extra_storage", "default"] };
         let (storage_param, layout, dtype, scope, kw) = match kind.as_str() {
             "match_sparse_buffer" | "match_buffer" => {
                 let (pos, kw) = self.split_args(&kind, span, args, 3, 3, allowed_kw)?;
@@ -687,12 +704,13 @@ impl FuncBuilder {
         };
         let extra_storage = kw.get("extra_storage").map(|(v, _)| self.expr(v.clone())).transpose()?;
         let default = kw.get("default").map(|(v, _)| self.expr(v.clone())).transpose()?;
+        let modes = kw.get("modes").map(|(v, _)| self.modes_arg(v)).transpose()?;
         let storage = match (storage_param, scope) {
             (Some(p), _) => Storage::Param(p),
             (None, s) => Storage::Alloc(s.unwrap_or(Scope::Global)),
         };
         let is_alloc = matches!(storage, Storage::Alloc(_));
-        let h = self.func.buffers.append(Buffer { name: name.clone(), dtype, layout, storage, extra_storage, default, span });
+        let h = self.func.buffers.append(Buffer { name: name.clone(), dtype, layout, storage, extra_storage, default, modes, span });
         self.buffers.insert(name, h);
         Ok((h, is_alloc))
     }

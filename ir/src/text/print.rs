@@ -325,6 +325,9 @@ impl Printer<'_> {
         if let Some(e) = &b.default {
             let _ = write!(s, ", default = {}", self.expr(e, 0));
         }
+        if let Some(m) = &b.modes {
+            let _ = write!(s, ", modes = [{}]", m.iter().map(usize::to_string).collect::<Vec<_>>().join(", "));
+        }
         format!("buffer {} = {})", b.name, s)
     }
 

@@ -47,7 +47,8 @@ impl<'f> Verifier<'f> {
                 self.err(K::NameClash { name: a.name.clone(), first: "an axis", second: "an axis" });
             }
             match (a.kind, a.parent) {
-                (AxisKind::DenseFixed, None) => {}
+                // A root sparse-fixed axis stores a set of coordinates (a sparse vector, DCSR's rows).
+                (AxisKind::DenseFixed | AxisKind::SparseFixed, None) => {}
                 (AxisKind::DenseFixed, Some(p)) => {
                     self.err(K::UnexpectedAxisParent { axis: a.name.clone(), parent: self.axis_name(p) })
                 }
@@ -188,6 +189,20 @@ impl<'f> Verifier<'f> {
                         }
                     }
                 }
+            }
+        }
+        if let Some(m) = &b.modes {
+            let n = b.axes().len();
+            let mut seen = vec![false; n];
+            let problem = if !matches!(b.layout, Layout::Sparse(_)) || !matches!(b.storage, Storage::Param(_)) {
+                Some("apply only to sparse buffers bound to a parameter".to_string())
+            } else if m.len() != n || m.iter().any(|&k| k >= n || std::mem::replace(&mut seen[k], true)) {
+                Some(format!("must be a permutation of 0..{n}, one mode per axis"))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                self.err(K::BadModes { buffer: b.name.clone(), modes: m.clone(), problem });
             }
         }
         if let Storage::Param(p) = b.storage {

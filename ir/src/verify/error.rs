@@ -73,7 +73,7 @@ pub enum VerifyErrorKind {
         /// The parent it has.
         parent: String,
     },
-    /// A non-`dense_fixed` axis without a parent.
+    /// A variable axis without a parent.
     #[error("axis `{axis}` is {} and needs a parent axis", kind.name())]
     MissingAxisParent {
         /// The axis.
@@ -141,6 +141,17 @@ pub enum VerifyErrorKind {
     },
 
     // ---- buffers ------------------------------------------------------------------------
+    /// `modes` that is not a permutation of the buffer's axes, or on a buffer that is not a
+    /// sparse parameter.
+    #[error("buffer `{buffer}`: modes {modes:?} {problem}")]
+    BadModes {
+        /// The buffer.
+        buffer: String,
+        /// The declared modes.
+        modes: Vec<usize>,
+        /// What is wrong.
+        problem: String,
+    },
     /// A sparse buffer's axis does not directly follow its parent (storage rule).
     #[error("buffer `{buffer}`: axis `{axis}` must directly follow its parent `{parent}` (storage rule), but {found}")]
     BufferAxisOrder {

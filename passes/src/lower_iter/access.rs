@@ -78,17 +78,22 @@ impl Lowerer<'_> {
             }
             let depth = self.depth(a);
             let row: Vec<Expr> = pos[d - depth..d].to_vec();
-            let len = self.row_len(a, &row);
+            // After a lookup that may fail, this level's row may not exist: its reads run
+            // only where every earlier coordinate was found, and record the result in a flag.
+            let guard = found.clone().filter(|_| depth > 0);
+            let mut body = Vec::new();
             let cond = if axis.kind == AxisKind::DenseVariable {
                 // Row coordinates are `0..len`; the coordinate is the position.
-                let len = self.bind(&format!("{}_len", axis.name), len, pre);
                 let coord = self.bind(&format!("{}_coord", axis.name), coord, pre);
+                let len = self.row_len(a, &row);
+                let len = self.bind(&format!("{}_len", axis.name), len, &mut body);
                 let dtype = self.out.expr_dtype(&coord);
                 let f = &self.out;
                 let lo = bin(f, BinOp::Ge, coord.clone(), int(0, dtype));
                 pos.push(coord.clone());
                 Expr::binary(BinOp::And, lo, bin(f, BinOp::Lt, coord, len))
             } else {
+                let len = self.row_len(a, &row);
                 let indices = self.indices_buffer(a);
                 let probe = move |_: &sparsec_ir::Func, p: Expr| {
                     let mut i = row.clone();
@@ -96,13 +101,33 @@ impl Lowerer<'_> {
                     Expr::Load(indices, i)
                 };
                 let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
-                pre.extend(s.stmts);
+                body.extend(s.stmts);
                 pos.push(s.pos);
                 s.found.expect("lookups report found")
             };
-            found = Some(match found {
-                None => cond,
-                Some(prev) => Expr::binary(BinOp::And, prev, cond),
+            found = Some(match (found, guard) {
+                (None, _) => {
+                    pre.extend(body);
+                    cond
+                }
+                (Some(prev), None) => {
+                    pre.extend(body);
+                    Expr::binary(BinOp::And, prev, cond)
+                }
+                (Some(_), Some(guard)) => {
+                    // The search's local buffers live outside the guard: its position is read there.
+                    let (allocs, rest): (Vec<Stmt>, Vec<Stmt>) = body.into_iter().partition(|s| matches!(s.kind, StmtKind::Alloc(_)));
+                    pre.extend(allocs);
+                    let (flag, alloc) = self.local_scalar(&format!("{}_found", axis.name), sparsec_ir::DType::I32);
+                    let at = vec![Expr::i32(0)];
+                    pre.push(alloc);
+                    pre.push(store(flag, at.clone(), Expr::i32(0)));
+                    let mut then_body = rest;
+                    let one = Expr::Select(Box::new(cond), Box::new(Expr::i32(1)), Box::new(Expr::i32(0)));
+                    then_body.push(store(flag, at.clone(), one));
+                    pre.push(stmt(StmtKind::If { cond: guard, then_body, else_body: vec![] }));
+                    Expr::binary(BinOp::Eq, Expr::Load(flag, at), Expr::i32(1))
+                }
             });
         }
         Ok((pos, found))

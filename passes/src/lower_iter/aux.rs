@@ -80,6 +80,7 @@ impl Lowerer<'_> {
             storage: Storage::Param(axis.indptr.expect("verified: variable axes have indptr")),
             extra_storage: Some(Expr::Int(1, axis.idtype)),
             default: None,
+            modes: None,
             span: Span::NONE,
         });
         self.aux.indptr.insert(a, b);
@@ -104,6 +105,7 @@ impl Lowerer<'_> {
             storage: Storage::Param(axis.indices.expect("verified: sparse axes have indices")),
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         });
         self.aux.indices.insert(a, b);
@@ -125,6 +127,7 @@ impl Lowerer<'_> {
             storage: Storage::Param(axis.indptr.expect("verified: variable axes have indptr")),
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         });
         self.aux.flat_indptr.insert(a, b);

@@ -230,7 +230,7 @@ impl Lowerer<'_> {
             });
         }
         // Flat sizes of each level.
-        let mut sizes = vec![self.out.axes[group[0]].length.clone()];
+        let mut sizes = vec![self.out.axes[group[0]].fixed_row_extent().cloned().unwrap_or(Expr::i32(0))];
         for &a in &group[1..] {
             let axis = &self.out.axes[a];
             let prev = sizes.last().cloned().expect("non-empty");

@@ -26,6 +26,7 @@ impl Lowerer<'_> {
             storage: Storage::Alloc(Scope::Local),
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         });
         (b, stmt(StmtKind::Alloc(b)))

@@ -234,6 +234,7 @@ impl Schedule {
             storage: Storage::Alloc(Scope::Global),
             extra_storage: None,
             default: None,
+            modes: None,
             span: Span::NONE,
         });
         // The rf block: new iterators for the loops of the factored iterator.

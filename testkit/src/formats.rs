@@ -1,0 +1,183 @@
+//! The level-format programs of `examples/formats` run from files, as `sparsec run
+//! --matrix A=FILE` runs them: every shared and generated matrix (`.mtx`) and generated
+//! tensors (`.tns`). Each case holds the Stage-I function, its arguments bound by the CLI's
+//! own path (`driver::bind_run`: the buffer's axes say how the file is laid out, dense
+//! inputs come from the seed), and the output computed densely in f64 from the file's
+//! entries, as scipy or numpy would.
+
+use crate::Rng;
+use sparsec::driver::{bind_run, RunSpec};
+use sparsec::formats::tensor::{parse_tns, write_tns, Tensor};
+use sparsec::ir::data::{Args, Array};
+use sparsec::ir::Func;
+use std::path::{Path, PathBuf};
+
+/// One program on one file.
+pub struct FileCase {
+    /// `program on file`.
+    pub label: String,
+    /// The Stage-I function.
+    pub func: Func,
+    /// Its arguments, bound from the file.
+    pub args: Args,
+    /// The output parameter.
+    pub output: &'static str,
+    /// The output, from the file's entries in f64.
+    pub want: Vec<f32>,
+}
+
+/// The programs: file stem, the modes of the tensor it reads, extra scalars, output.
+const PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
+    ("dcsr_spmv", 2, &[], "y"),
+    ("csc_spmv", 2, &[], "y"),
+    ("sparse_dot", 1, &[], "s"),
+    ("csf_ttv", 3, &[], "y"),
+    ("csf_ttm", 3, &[("rank", "3")], "y"),
+    ("csf_mttkrp", 3, &[("rank", "4")], "y"),
+];
+
+/// `examples/formats/<stem>.sptir`, parsed.
+pub fn program(stem: &str) -> Func {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/formats").join(format!("{stem}.sptir"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    sparsec::ir::text::parse_func(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Random tensors of order `n` (repeated coordinates, empty slices, one entry), written
+/// into `dir` as `.tns` files.
+fn tensors(dir: &Path, n: usize) -> Vec<(String, PathBuf)> {
+    let mut rng = Rng::new(0x7e45 + n as u64);
+    let shapes: &[(&str, usize, usize)] = &[("small", 6, 40), ("skewed", 30, 700), ("sparse", 50, 30), ("one", 4, 1)];
+    let mut out = Vec::new();
+    for &(name, side, nnz) in shapes {
+        let dims: Vec<usize> = (0..n).map(|d| side + d).collect();
+        let mut coords = vec![Vec::new(); n];
+        let mut values = Vec::new();
+        for _ in 0..nnz {
+            for (d, c) in coords.iter_mut().enumerate() {
+                // The first mode is skewed: low coordinates are far more likely.
+                let x = if d == 0 && name == "skewed" { rng.below(dims[d]) * rng.below(dims[d]) / dims[d] } else { rng.below(dims[d]) };
+                c.push(x as i64);
+            }
+            values.push((rng.f32() * 4.0 - 2.0) as f64);
+        }
+        let t = Tensor::try_new(dims, coords, values).expect("coordinates in range");
+        let path = dir.join(format!("tns{n}d-{name}.tns"));
+        std::fs::write(&path, write_tns(&t)).unwrap();
+        out.push((format!("tns{n}d-{name}"), path));
+    }
+    out
+}
+
+/// Every shared and generated matrix as a `.mtx` file (generated ones written into `dir`).
+fn matrices(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut files = sparsec::formats::shared_matrices();
+    assert!(!files.is_empty(), "no .mtx file in {} (set SPARSEC_DATA)", sparsec::formats::data_dir().display());
+    for (name, m) in crate::generated_matrices() {
+        let p = dir.join(format!("{name}.mtx"));
+        sparsec::formats::mtx::write_mtx_path(&p, &m.to_csr()).unwrap();
+        files.push((name, p));
+    }
+    files
+}
+
+/// The entries of a file, as a tensor (Matrix Market symmetric files expanded).
+fn entries(path: &Path) -> Tensor<i64, f64> {
+    let bytes = std::fs::read(path).unwrap();
+    if path.extension().is_some_and(|e| e == "tns") {
+        parse_tns(&bytes).unwrap()
+    } else {
+        Tensor::from(&sparsec::formats::mtx::parse_mtx::<i64, f64>(&bytes).unwrap().1)
+    }
+}
+
+fn input(args: &Args, name: &str) -> Vec<f64> {
+    match args.arrays.get(name) {
+        Some(Array::F32(v)) => v.iter().map(|&x| f64::from(x)).collect(),
+        other => panic!("input `{name}`: {other:?}"),
+    }
+}
+
+fn int(args: &Args, name: &str) -> usize {
+    match args.scalars.get(name) {
+        Some(sparsec::ir::data::Scalar::Int(v)) => *v as usize,
+        other => panic!("scalar `{name}`: {other:?}"),
+    }
+}
+
+/// The output of `stem` from the entries of `t` and the bound inputs, in f64.
+fn reference(stem: &str, t: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
+    let c = |d: usize, e: usize| t.coords(d)[e] as usize;
+    let mut y: Vec<f64>;
+    match stem {
+        "dcsr_spmv" | "csc_spmv" => {
+            let x = input(args, "x");
+            y = vec![0.0; t.dims()[0]];
+            for e in 0..t.nnz() {
+                y[c(0, e)] += t.values()[e] * x[c(1, e)];
+            }
+        }
+        "sparse_dot" => {
+            let x = input(args, "x");
+            y = vec![(0..t.nnz()).map(|e| t.values()[e] * x[c(0, e)]).sum()];
+        }
+        "csf_ttv" => {
+            let v = input(args, "v");
+            let d1 = t.dims()[1];
+            y = vec![0.0; t.dims()[0] * d1];
+            for e in 0..t.nnz() {
+                y[c(0, e) * d1 + c(1, e)] += t.values()[e] * v[c(2, e)];
+            }
+        }
+        "csf_ttm" => {
+            let (u, r) = (input(args, "u"), int(args, "rank"));
+            let d1 = t.dims()[1];
+            y = vec![0.0; t.dims()[0] * d1 * r];
+            for e in 0..t.nnz() {
+                for q in 0..r {
+                    y[(c(0, e) * d1 + c(1, e)) * r + q] += t.values()[e] * u[c(2, e) * r + q];
+                }
+            }
+        }
+        "csf_mttkrp" => {
+            let (b, cc, r) = (input(args, "b"), input(args, "c"), int(args, "rank"));
+            y = vec![0.0; t.dims()[0] * r];
+            for e in 0..t.nnz() {
+                for q in 0..r {
+                    y[c(0, e) * r + q] += t.values()[e] * b[c(1, e) * r + q] * cc[c(2, e) * r + q];
+                }
+            }
+        }
+        _ => panic!("no reference for {stem}"),
+    }
+    y.into_iter().map(|v| v as f32).collect()
+}
+
+/// Every program on every file it reads (the files written into `dir`); `max_nnz` skips
+/// larger files (for slow backends).
+pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mats = matrices(dir);
+    let mut out = Vec::new();
+    for &(stem, order, scalars, output) in PROGRAMS {
+        let func = program(stem);
+        let files = if order == 2 { mats.clone() } else { tensors(dir, order) };
+        for (name, path) in files {
+            let t = entries(&path);
+            if t.nnz() > max_nnz {
+                continue;
+            }
+            let spec = RunSpec {
+                matrices: vec![("A".into(), path.clone())],
+                scalars: scalars.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
+                seed: 7,
+                ..RunSpec::default()
+            };
+            let label = format!("{stem} on {name}");
+            let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let want = reference(stem, &t, &args);
+            out.push(FileCase { label, func: func.clone(), args, output, want });
+        }
+    }
+    out
+}
