@@ -4,8 +4,10 @@
 //!
 //! * The right side sums and multiplies tensor accesses and numbers (`+`, `-`, `*`,
 //!   parentheses). An index that does not appear on the left is summed over.
-//! * Formats: `dense` (the default), `csr` (2-D: dense rows, compressed columns) and `csf`
-//!   (n-D: a dense first level, every other level compressed). Each sparse input has its own
+//! * Formats: `dense` (the default), `csr` (2-D: dense rows, compressed columns), `csc` (2-D:
+//!   stored by columns, `modes = [1, 0]`), `dcsr` (2-D: only the non-empty rows, a root sparse
+//!   axis, then compressed columns) and `csf` (n-D: a dense first level, every other level
+//!   compressed). Each sparse input has its own
 //!   pattern; a sparse output shares the pattern of the first sparse input with its indices
 //!   and format (`B(i,j) = A(i,j) * 2.5`), or has its own, on which it is computed (SDDMM).
 //! * The loops walk one pattern: the output's, else the first sparse input's. Other sparse
@@ -37,6 +39,10 @@ pub enum Format {
     Csr,
     /// A dense first level, every other level compressed (CSF without a compressed root).
     Csf,
+    /// Two levels stored by columns: dense columns, compressed rows (`modes = [1, 0]`).
+    Csc,
+    /// Two levels: the non-empty rows (a root sparse axis), compressed columns.
+    Dcsr,
 }
 
 impl std::str::FromStr for Format {
@@ -47,7 +53,9 @@ impl std::str::FromStr for Format {
             "dense" => Ok(Format::Dense),
             "csr" => Ok(Format::Csr),
             "csf" => Ok(Format::Csf),
-            _ => Err(EinsumError::Format(format!("unknown format `{s}` (dense, csr or csf)"))),
+            "csc" => Ok(Format::Csc),
+            "dcsr" => Ok(Format::Dcsr),
+            _ => Err(EinsumError::Format(format!("unknown format `{s}` (dense, csr, csc, dcsr or csf)"))),
         }
     }
 }
@@ -221,7 +229,21 @@ fn accesses<'t>(t: &'t Term, out: &mut Vec<&'t Access>) {
 fn levels(format: Format, rank: usize) -> Vec<bool> {
     match format {
         Format::Dense => vec![false; rank],
-        Format::Csr | Format::Csf => (0..rank).map(|d| d > 0).collect(),
+        Format::Csr | Format::Csc | Format::Csf => (0..rank).map(|d| d > 0).collect(),
+        Format::Dcsr => vec![true; rank],
+    }
+}
+
+/// Swaps the two indices of every access to a tensor in `csc` (its levels store the columns
+/// first), in place.
+fn store_by_columns(t: &mut Term, csc: &[String]) {
+    match t {
+        Term::Access(a) if csc.contains(&a.tensor) && a.indices.len() == 2 => a.indices.swap(0, 1),
+        Term::Access(_) | Term::Number(_) => {}
+        Term::Binary(_, a, b) => {
+            store_by_columns(a, csc);
+            store_by_columns(b, csc);
+        }
     }
 }
 
@@ -229,12 +251,17 @@ fn levels(format: Format, rank: usize) -> Vec<bool> {
 /// (unnamed tensors are dense). The text parses and verifies.
 pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String> {
     let mut p = Parser { text: expr, pos: 0 };
-    let out = p.access()?;
+    let mut out = Term::Access(p.access()?);
     p.eat('=')?;
-    let rhs = p.sum()?;
+    let mut rhs = p.sum()?;
     if let Some(c) = p.peek() {
         return p.err(format!("unexpected `{c}` after the expression"));
     }
+    // A csc tensor is accessed, and walked, in its storage order (columns first).
+    let csc: Vec<String> = formats.iter().filter(|f| f.1 == Format::Csc).map(|f| f.0.clone()).collect();
+    store_by_columns(&mut out, &csc);
+    store_by_columns(&mut rhs, &csc);
+    let Term::Access(out) = out else { unreachable!("parsed as an access") };
     let mut all = vec![&out];
     accesses(&rhs, &mut all);
     // Names the program will declare: the function, each tensor and its handle, each index.
@@ -278,7 +305,9 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
     }
     for (n, rank, f) in &tensors {
         match (f, rank) {
-            (Format::Csr, r) if *r != 2 => return Err(EinsumError::Format(format!("`{n}` has {r} indices; csr takes 2"))),
+            (Format::Csr | Format::Csc | Format::Dcsr, r) if *r != 2 => {
+                return Err(EinsumError::Format(format!("`{n}` has {r} indices; {} takes 2", format!("{f:?}").to_lowercase())))
+            }
             (Format::Csf, r) if *r < 2 => return Err(EinsumError::Format(format!("`{n}` has {r} indices; csf takes 2 or more"))),
             _ => {}
         }
@@ -386,22 +415,30 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             }
             let s = if many { format!("_{i}") } else { String::new() };
             let name = if Some(p) == driver { axis_of(i) } else { format!("{}_{h}", axis_of(i)) };
-            params.push(format!("indptr_{h}{s}: handle"));
-            params.push(format!("indices_{h}{s}: handle"));
-            scalars.push(format!("nnz_{h}{s}: i32"));
-            let _ = writeln!(axes, "  axis {name} = sparse_variable({}, n_{i}, nnz_{h}{s}, indptr_{h}{s}, indices_{h}{s})", names[d - 1]);
+            if d == 0 {
+                // A compressed first level is a root axis: its stored coordinates, no row pointers.
+                params.push(format!("indices_{h}{s}: handle"));
+                scalars.push(format!("nnz_{h}{s}: i32"));
+                let _ = writeln!(axes, "  axis {name} = sparse_fixed(n_{i}, nnz_{h}{s}, indices_{h}{s})");
+            } else {
+                params.push(format!("indptr_{h}{s}: handle"));
+                params.push(format!("indices_{h}{s}: handle"));
+                scalars.push(format!("nnz_{h}{s}: i32"));
+                let _ = writeln!(axes, "  axis {name} = sparse_variable({}, n_{i}, nnz_{h}{s}, indptr_{h}{s}, indices_{h}{s})", names[d - 1]);
+            }
             names.push(name);
         }
         pattern_axes.push((p.to_string(), names));
     }
     let mut buffers = String::new();
-    for (n, _, _) in &tensors {
+    for (n, _, f) in &tensors {
         let a = access_of(n);
         let dims: Vec<String> = match owner_of(n).and_then(|o| pattern_axes.iter().find(|x| x.0 == o)) {
             Some((_, names)) => names.clone(),
             None => a.indices.iter().map(|i| dense_axis(i)).collect(),
         };
-        let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{}], f32)", n.to_lowercase(), dims.join(", "));
+        let modes = if *f == Format::Csc { ", modes = [1, 0]" } else { "" };
+        let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{}], f32{modes})", n.to_lowercase(), dims.join(", "));
     }
     let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
     fn term_text(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {

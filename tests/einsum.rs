@@ -189,3 +189,64 @@ fn what_einsum_cannot_express_is_refused_with_a_reason() {
     }
     assert!(matches!("coo".parse::<Format>(), Err(EinsumError::Format(m)) if m.contains("unknown format `coo`")));
 }
+
+/// The same expressions with A in csr, csc and dcsr, bound from a Matrix Market file as
+/// `sparsec run --matrix` binds them (the program's own axes lay the file out): y = A·x and
+/// C = A·B equal dense arithmetic on every generated matrix, at every stage; so does an
+/// element-wise product whose second operand, in dcsr, is looked up through its root axis.
+#[test]
+fn csc_and_dcsr_operands_bind_from_files_and_compute_dense_results() {
+    use sparsec::driver::{bind_run, RunSpec};
+    use sparsec::ir::data::Array;
+    let dir = std::env::temp_dir().join(format!("sparsec_einsum_formats_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f32s = |args: &Args, n: &str| match args.arrays.get(n) {
+        Some(Array::F32(v)) => v.clone(),
+        other => panic!("{n}: {other:?}"),
+    };
+    let runner = sparsec_testkit::fuzz::Runner::default();
+    for (mname, m) in tk::generated_matrices() {
+        let path = dir.join(format!("{mname}.mtx"));
+        sparsec::formats::mtx::write_mtx_path(&path, &m.to_csr()).unwrap();
+        let (r, c) = (m.rows, m.cols);
+        let da = m.to_dense();
+        for format in [Format::Csr, Format::Csc, Format::Dcsr] {
+            let exprs: [(&str, Formats, usize); 3] = [
+                ("y(i) = A(i,j) * x(j)", vec![("A".into(), format)], 0),
+                ("C(i,k) = A(i,j) * B(j,k)", vec![("A".into(), format)], 3),
+                ("C(i,j) = E(i,j) * A(i,j)", vec![("A".into(), format), ("E".into(), Format::Csr)], 0),
+            ];
+            for (expr, formats, feat) in exprs {
+                let what = format!("{expr} with A in {format:?} on {mname}");
+                let f = einsum::func("k", expr, &formats).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let mut spec = RunSpec { matrices: vec![("A".into(), path.clone())], seed: 3, ..RunSpec::default() };
+                if expr.starts_with("C(i,j)") {
+                    spec.matrices.push(("E".into(), path.clone()));
+                }
+                if feat > 0 {
+                    spec.scalars.push(("n_k".into(), feat.to_string()));
+                }
+                let args = bind_run(&f, &spec).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let got = sparsec::interp::run(&f, &args).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let (out, want): (&str, Vec<f32>) = match feat {
+                    _ if expr.starts_with('y') => {
+                        let x = f32s(&args, "x");
+                        ("y", (0..r).map(|i| (0..c).map(|j| da[i * c + j] * x[j]).sum()).collect())
+                    }
+                    // E = A: the dense output holds A's squares.
+                    0 => ("c", da.iter().map(|v| v * v).collect()),
+                    k => {
+                        let b = f32s(&args, "b");
+                        ("c", (0..r * k).map(|v| (0..c).map(|j| da[(v / k) * c + j] * b[j * k + v % k]).sum()).collect())
+                    }
+                };
+                tk::assert_close(&what, &tk::output_f32(&got, out), &want, 1e-5);
+                match runner.check_func(&f, &args) {
+                    sparsec_testkit::fuzz::Outcome::Agree => {}
+                    o => panic!("{what}: {o:?}"),
+                }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
