@@ -126,6 +126,54 @@ pub fn bind_hyb_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result
     Ok(true)
 }
 
+/// Binds the pieces of the BSR and ELL decompositions (`passes::bsr_rule(b)`: buffer
+/// `<X>_bsr_<b>`; `passes::ell_rule(k)`: buffer `<X>_ell_<k>`) from the CSR pattern bound to
+/// `X`, as each rule's run-time half lays it out: blocks of `b × b` (`Csr::to_bsr`), or `k`
+/// slots per row whose padding holds column `n` (one past the matrix, which the rule's
+/// guards skip). The program's preprocess then copies the values. Returns whether the
+/// function has such pieces.
+pub fn bind_rule_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result<bool, RunError> {
+    let mut any = false;
+    for (_, piece) in func.buffers.iter().filter(|(_, b)| b.dtype.is_float() && matches!(b.storage, sparsec_ir::Storage::Param(_))) {
+        let mut it = piece.name.rsplitn(3, '_');
+        let (Some(size), Some(rule), Some(orig)) = (it.next(), it.next(), it.next()) else { continue };
+        let (Ok(size), "bsr" | "ell") = (size.parse::<usize>(), rule) else { continue };
+        let fail = |m: String| RunError::Decomposed(format!("{rule} piece `{}` of `{orig}`: {m}", piece.name));
+        let a = func.buffer_by_name(orig).ok_or_else(|| fail(format!("no buffer `{orig}`")))?;
+        let csr = bound_pattern(func, a, args).ok_or_else(|| fail(format!("bind a CSR matrix to `{orig}` (--matrix {orig}=FILE)")))?;
+        let mut binder = sparsec_formats::Binder::with_args(func, std::mem::take(args));
+        let bound = if rule == "bsr" {
+            let bsr = csr.to_bsr(size).map_err(|e| fail(e.to_string()));
+            bsr.and_then(|m| binder.bsr(&piece.name, &m).map(|_| ()).map_err(|e| fail(e.to_string())))
+        } else {
+            ell_padded_past_the_end(&csr, size).map_err(fail).and_then(|m| binder.ell(&piece.name, &m).map(|_| ()).map_err(|e| fail(e.to_string())))
+        };
+        *args = binder.finish();
+        bound?;
+        any = true;
+    }
+    Ok(any)
+}
+
+/// ELL with `k` slots per row whose padding slots hold column `n` (the matrix's column
+/// count), so the ELL is `max(n + 1, k)` columns wide; refuses rows longer than `k`.
+fn ell_padded_past_the_end(m: &sparsec_formats::Csr<i64, f32>, k: usize) -> Result<sparsec_formats::Ell<i64, f32>, String> {
+    let (rows, n) = (m.rows(), m.cols());
+    let mut indices = Vec::with_capacity(rows.saturating_mul(k));
+    let mut lengths = Vec::with_capacity(rows);
+    for w in m.indptr().windows(2) {
+        let row = &m.indices()[w[0] as usize..w[1] as usize];
+        if row.len() > k {
+            return Err(format!("row {} has {} entries, more than the {k} slots of a row", lengths.len(), row.len()));
+        }
+        indices.extend_from_slice(row);
+        indices.extend(std::iter::repeat_n(n as i64, k - row.len()));
+        lengths.push(row.len() as i64);
+    }
+    let values = vec![0.0; indices.len()];
+    sparsec_formats::Ell::try_new(rows, (n + 1).max(k), 1, k, indices, values, lengths).map_err(|e| e.to_string())
+}
+
 /// Arguments refused before compiled code runs ([`check_compiled_args`]), rendered with
 /// `file:line:col` where they concern a statement.
 #[derive(Debug, thiserror::Error)]
@@ -662,6 +710,7 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
     }
     let mut args = binder.finish();
     bind_hyb_pieces(func, &mut args)?;
+    bind_rule_pieces(func, &mut args)?;
     // Scalars, and the flag that set each (for messages about the sizes they give).
     let mut flags: Vec<(String, String)> = Vec::new();
     let scalar_dtype = |p: sparsec_ir::ParamId| match func.params[p].kind {

@@ -704,6 +704,16 @@ fn run_takes_a_decomposed_program_from_the_matrix_alone() {
     assert!(line(&plain).is_some() && line(&hyb) == line(&plain), "{}\n{}", stdout(&hyb), stdout(&plain));
     // Only the program's output is reported, not the buckets its preprocess fills.
     assert!(!stdout(&hyb).contains("A_hyb_"), "{}", stdout(&hyb));
+    // The BSR and ELL decompositions bind their pieces from the matrix too, also compiled.
+    for prog in ["examples/bsr.sptir", "examples/ell.sptir"] {
+        for extra in [&[][..], &["--backend", "mlir-cpu"][..]] {
+            let mut args = vec!["run", prog, "--matrix", &format!("A={}", a.display()), "--input", &format!("B={}", b.display())].into_iter().map(String::from).collect::<Vec<_>>();
+            args.extend(extra.iter().map(|x| x.to_string()));
+            let o = sparsec(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(o.status.success(), "{prog} {extra:?}: {}", stderr(&o));
+            assert_same_summary(&o, &plain, prog);
+        }
+    }
 }
 
 /// A program written at Stage III runs on compiled backends only where its parallel and
