@@ -108,10 +108,14 @@ impl<'f> Machine<'f> {
         for dim in 0..axes.len() {
             let (a, c) = (axes[dim], idx[dim]);
             let ax = &self.axes[a.index()];
-            // Fast path: the index is an iterator over this very axis, in the same row.
+            // The iterator over this very axis, in the row its parent's index names (the
+            // previous index is the iterator that picked its row), gives its own position;
+            // any other index is looked up: the first position holding it, as Stage II does
+            // (they differ where a row repeats a coordinate, as ELL padding does).
             if let (Some(_), Expr::Var(v)) = (ax.parent, &exprs[dim]) {
                 if let Some(Some(p)) = self.iters.get(v.index()) {
-                    if p.axis == a && p.row == off {
+                    let in_row = dim > 0 && p.src.is_some_and(|s| exprs[dim - 1] == Expr::Var(s));
+                    if p.axis == a && p.row == off && in_row {
                         off = p.flat;
                         continue;
                     }
@@ -263,9 +267,12 @@ impl<'f> Machine<'f> {
                 span,
             }.into());
         }
+        // The first position holding `c` (a row may repeat a coordinate, as ELL padding
+        // does): the lower bound where sorted, as the lowered search finds it.
         fn search<T: Ord + Copy>(row: &[T], c: T, sorted: bool) -> Option<usize> {
             if sorted {
-                row.binary_search(&c).ok()
+                let p = row.partition_point(|&x| x < c);
+                (row.get(p) == Some(&c)).then_some(p)
             } else {
                 row.iter().position(|&x| x == c)
             }

@@ -280,11 +280,12 @@ impl<'f> Machine<'f> {
             return self.exec_list(body);
         };
         let ax = self.axes[spec.axis.index()];
-        let (row, start, end) = match spec.row {
-            RowFrom::None => (0, 0, ax.row_extent),
+        let (row, start, end, src) = match spec.row {
+            RowFrom::None => (0, 0, ax.row_extent, None),
             RowFrom::Parent(p) | RowFrom::Attached(p) => {
                 let attached = matches!(spec.row, RowFrom::Attached(_));
                 let found = self.active.iter().rev().find(|a| a.axis == p);
+                let src = found.map(|a| a.var);
                 let row = found.map(|a| if attached { a.coord } else { a.flat }).ok_or_else(|| {
                     InterpError::ParentNotIterated { axis: self.axis_name(spec.axis), parent: self.axis_name(p), span }
                 })?;
@@ -293,7 +294,7 @@ impl<'f> Machine<'f> {
                     AxisKind::DenseFixed => (0, ax.length),
                     AxisKind::DenseVariable | AxisKind::SparseVariable => self.row_range(spec.axis, row, span)?,
                 };
-                (row, start, end)
+                (row, start, end, src)
             }
         };
         let slot = spec.var.index();
@@ -305,8 +306,8 @@ impl<'f> Machine<'f> {
                 AxisKind::SparseFixed | AxisKind::SparseVariable => self.index_at(spec.axis, flat, span)?,
             };
             self.vars[slot] = Some(Value::from_i64(ax.idtype, coord));
-            self.iters[slot] = Some(IterPos { axis: spec.axis, row, flat });
-            self.active.push(Active { axis: spec.axis, flat, coord });
+            self.iters[slot] = Some(IterPos { axis: spec.axis, row, flat, src });
+            self.active.push(Active { axis: spec.axis, flat, coord, var: spec.var });
             let r = self.nest(inner, body, span);
             self.active.pop();
             r?;

@@ -69,6 +69,8 @@ pub(crate) struct IterPos {
     pub(crate) row: i64,
     /// Flat position in the axis's storage.
     pub(crate) flat: i64,
+    /// The variable of the iterator that picked the row (`None` for a root axis).
+    pub(crate) src: Option<VarId>,
 }
 
 /// An active Stage-I iterator, for finding parents.
@@ -77,6 +79,7 @@ pub(crate) struct Active {
     pub(crate) axis: AxisId,
     pub(crate) flat: i64,
     pub(crate) coord: i64,
+    pub(crate) var: VarId,
 }
 
 /// The interpreter: variables, storage and precomputed declarations of one run.

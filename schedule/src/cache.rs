@@ -696,6 +696,20 @@ impl Schedule {
         if let Some(Dim::Ragged(e)) = dims.iter().find(|d| matches!(d, Dim::Ragged(_))) {
             return Err((**e).clone());
         }
+        // One position of a variable axis in every row of a whole dimension above it: rows
+        // differ in length, so some copies would leave their row.
+        if let sparsec_ir::Layout::Sparse(axes) = &g.buffers[buf].layout {
+            for e in 1..dims.len().min(axes.len()) {
+                let variable = g.axes.try_get(axes[e]).is_some_and(|a| a.kind.is_variable());
+                if variable && matches!(dims[e - 1], Dim::Whole(_)) && !matches!(dims[e], Dim::Whole(_)) {
+                    return Err(ScheduleError::UncacheableRegion {
+                        buffer: g.buffers[buf].name.clone(),
+                        dim: e,
+                        reason: "it is one position in every row of the whole dimension above it, and the rows differ in length".into(),
+                    });
+                }
+            }
+        }
         let guard = Self::conditions(g, buf, &dims, &uses, &all, kind, &vars, &bufs, guard)?;
         if kind == CacheKind::Write {
             Self::check_owned_write_back(g, &site, buf, &dims)?;

@@ -459,18 +459,21 @@ pub struct GenOptions {
     /// Sometimes a root sparse `I` (DCSR's rows; drawn from a stream of its own, so a seed
     /// generated without it gives the same case with it off).
     pub sparse_rows: bool,
+    /// Sometimes ELL rows padded with a repeated coordinate (as `formats` pads them; from the
+    /// same stream of its own).
+    pub padded_rows: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true }
     }
 }
 
 impl GenOptions {
     /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
     pub fn all() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true }
     }
 }
 
@@ -513,6 +516,10 @@ impl Gen<'_> {
     fn fits(&self, buf_axis: &str, var_axis: &str, read: bool) -> bool {
         if buf_axis == var_axis {
             return true;
+        }
+        // An ELL row may repeat a coordinate: its iterator stores only by position.
+        if !read && self.col_kind(var_axis) == Some(ColKind::SparseFixed) {
+            return false;
         }
         let col = |a: &str| a == "JD" || self.col_kind(a).is_some();
         match buf_axis {
@@ -954,7 +961,22 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
     let stored_rows: Option<Vec<i32>> = (opts.sparse_rows && side.below(4) == 0)
         .then(|| (0..m as i32).filter(|_| side.below(3) != 0).collect());
     let rows_of = stored_rows.as_ref().map_or(m, Vec::len);
-    let rows = cols.iter().map(|&k| gen_rows(&mut rng, k, rows_of, n)).collect();
+    let mut rows: Vec<Vec<Vec<i32>>> = cols.iter().map(|&k| gen_rows(&mut rng, k, rows_of, n)).collect();
+    // ELL rows padded as the binder pads them: the last slots repeat the row's last stored
+    // coordinate (0 in an empty row), so a row may hold a coordinate twice.
+    if opts.padded_rows && side.below(3) == 0 {
+        for (k, rs) in cols.iter().zip(&mut rows) {
+            if *k != ColKind::SparseFixed {
+                continue;
+            }
+            for r in rs.iter_mut() {
+                let pad = side.below(r.len() + 1);
+                let keep = r.len() - pad;
+                let last = if keep > 0 { r[keep - 1] } else { 0 };
+                r[keep..].iter_mut().for_each(|x| *x = last);
+            }
+        }
+    }
     let vseed = rng.next_u64();
     let sparse_rows = stored_rows.is_some();
     let mut g = Gen { opts: opts.clone(), nested: false, rng: &mut rng, prog: Prog { cols, sparse_rows, bufs, iters: vec![] }, counter: 0 };

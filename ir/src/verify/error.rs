@@ -324,6 +324,21 @@ pub enum VerifyErrorKind {
         /// The kind string with the reduced iterators marked `R`.
         kinds: String,
     },
+    /// A spatial iterator over an axis whose rows may repeat a coordinate (ELL padding) that
+    /// indexes a store by its coordinate: two of its positions may write one element.
+    #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` walks `{axis}`, whose rows may store a coordinate twice (sparse_fixed rows are padded; unsorted rows are not checked), so the store to `{buffer}`[{at}] may write one element from two positions; index the store by `{var}` only as the position of `{axis}` (in a buffer over `{axis}`), or reduce over `{var}`")]
+    SpatialOverRepeatedCoordinates {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The spatial iterator.
+        var: String,
+        /// Its axis.
+        axis: String,
+        /// The buffer stored to.
+        buffer: String,
+        /// The store's indices, printed.
+        at: String,
+    },
     /// A store of a sparse iteration whose indices do not tell the values of a spatial
     /// iterator apart: two points may write one element.
     #[error("sp_iter `{sp_iter}`: the store to `{buffer}`[{at}] may write one element for several values of spatial iterator `{var}`, so its points are not independent (they would race in parallel); index the store by `{var}` itself, or iterate over `{buffer}`'s axes and reduce over the rest")]

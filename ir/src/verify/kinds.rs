@@ -41,6 +41,10 @@ pub(super) struct Points<'f> {
     /// proving that a store's indices determine the spatial iterators. Empty for blocks,
     /// whose bindings are checked instead.
     spans: Vec<Option<Expr>>,
+    /// Sparse iterations: the axis of each iterator where its rows may store a coordinate
+    /// twice (a `sparse_fixed` axis below a parent, whose ELL rows are padded, or an unsorted
+    /// `sparse_variable` axis).
+    repeating: Vec<Option<AxisId>>,
 }
 
 impl<'f> Points<'f> {
@@ -55,6 +59,25 @@ impl<'f> Points<'f> {
 
     fn of_sp_iter(it: &'f SpIter, f: &Func) -> Option<Self> {
         let len = |a: &AxisId| f.axes.try_get(*a).map(|x| x.length.clone());
+        let repeats = |a: &AxisId| {
+            use crate::types::AxisKind;
+            f.axes
+                .try_get(*a)
+                .is_some_and(|x| match x.kind {
+                    AxisKind::SparseFixed => x.parent.is_some(),
+                    AxisKind::SparseVariable => !x.sorted,
+                    _ => false,
+                })
+                .then_some(*a)
+        };
+        let repeating = it
+            .axes
+            .iter()
+            .flat_map(|a| match a {
+                SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![repeats(a)],
+                SpIterAxis::Fuse(v) => v.iter().map(repeats).collect(),
+            })
+            .collect();
         let spans = it
             .axes
             .iter()
@@ -65,6 +88,7 @@ impl<'f> Points<'f> {
             .collect();
         Some(Points {
             spans,
+            repeating,
             sp_iter: Some(it),
             name: &it.name,
             vars: it.vars.clone(),
@@ -185,6 +209,7 @@ impl<'f> Verifier<'f> {
             body: &b.body,
             private,
             spans: Vec::new(),
+            repeating: Vec::new(),
         };
         self.check_points(&p);
         // A loop that drives spatial iterators must be determined by the spatial bindings;
@@ -277,6 +302,18 @@ impl<'f> Verifier<'f> {
             };
             if t.local.contains(&buffer) {
                 continue;
+            }
+            if let Some((var, axis)) = repeated_coordinate(it, self.f, buffer, idx, spatial) {
+                self.span = s.span;
+                let at = idx.iter().map(|e| crate::text::print_expr(self.f, e)).collect::<Vec<_>>().join(", ");
+                self.err(K::SpatialOverRepeatedCoordinates {
+                    sp_iter: it.name.to_string(),
+                    var: self.var_name(var),
+                    axis: self.f.axes.try_get(axis).map_or_else(String::new, |a| a.name.clone()),
+                    buffer: self.buffer_name(buffer),
+                    at,
+                });
+                return;
             }
             let written = t.indices(idx) | it.private_bits(buffer, idx);
             let missing = spatial & !written;
@@ -423,6 +460,24 @@ fn undetermined(it: &Points<'_>, t: &Tracker, inner: &[VarId], idx: &[Expr], spa
     let idx: Vec<Expr> = idx.iter().map(|e| t.expand(e)).collect();
     let known = injective::determined_by_indices(&idx, &role);
     it.vars.iter().enumerate().find(|(k, v)| spatial >> k & 1 == 1 && !known.contains(v)).map(|(_, v)| *v)
+}
+
+/// A spatial iterator over an axis whose rows may repeat a coordinate that indexes the store
+/// of `buffer` at `idx` other than as the position of its own axis (a whole index at a
+/// dimension over that axis): two of its positions may then write one element.
+fn repeated_coordinate(it: &Points<'_>, f: &Func, buffer: BufferId, idx: &[Expr], spatial: Deps) -> Option<(VarId, AxisId)> {
+    let axes = f.buffers.try_get(buffer).map(|b| b.axes().to_vec()).unwrap_or_default();
+    for (k, (&v, a)) in it.vars.iter().zip(&it.repeating).enumerate() {
+        let Some(a) = *a else { continue };
+        if spatial >> k & 1 == 0 {
+            continue;
+        }
+        let other = idx.iter().enumerate().any(|(d, e)| !(*e == Expr::Var(v) && axes.get(d) == Some(&a)) && e.uses_var(v));
+        if other {
+            return Some((v, a));
+        }
+    }
+    None
 }
 
 /// Whether a reduction iterator indexes a store directly (not through a lookup): reported
