@@ -326,7 +326,7 @@ pub enum VerifyErrorKind {
     },
     /// A spatial iterator over an axis whose rows may repeat a coordinate (ELL padding) that
     /// indexes a store by its coordinate: two of its positions may write one element.
-    #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` walks `{axis}`, whose rows may store a coordinate twice (sparse_fixed rows are padded; unsorted rows are not checked), so the store to `{buffer}`[{at}] may write one element from two positions; index the store by `{var}` only as the position of `{axis}` (in a buffer over `{axis}`), or reduce over `{var}`")]
+    #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` walks `{axis}`, whose rows may store a coordinate twice (sparse_fixed rows are padded), so the store to `{buffer}`[{at}] may write one element from two positions; index the store by `{var}` only as the position of `{axis}` (in a buffer over `{axis}`), or reduce over `{var}`")]
     SpatialOverRepeatedCoordinates {
         /// The sp_iter.
         sp_iter: String,

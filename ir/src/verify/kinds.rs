@@ -42,8 +42,7 @@ pub(super) struct Points<'f> {
     /// whose bindings are checked instead.
     spans: Vec<Option<Expr>>,
     /// Sparse iterations: the axis of each iterator where its rows may store a coordinate
-    /// twice (a `sparse_fixed` axis below a parent, whose ELL rows are padded, or an unsorted
-    /// `sparse_variable` axis).
+    /// twice by design (a `sparse_fixed` axis below a parent: ELL rows are padded).
     repeating: Vec<Option<AxisId>>,
 }
 
@@ -60,15 +59,7 @@ impl<'f> Points<'f> {
     fn of_sp_iter(it: &'f SpIter, f: &Func) -> Option<Self> {
         let len = |a: &AxisId| f.axes.try_get(*a).map(|x| x.length.clone());
         let repeats = |a: &AxisId| {
-            use crate::types::AxisKind;
-            f.axes
-                .try_get(*a)
-                .is_some_and(|x| match x.kind {
-                    AxisKind::SparseFixed => x.parent.is_some(),
-                    AxisKind::SparseVariable => !x.sorted,
-                    _ => false,
-                })
-                .then_some(*a)
+            f.axes.try_get(*a).is_some_and(|x| x.kind == crate::types::AxisKind::SparseFixed && x.parent.is_some()).then_some(*a)
         };
         let repeating = it
             .axes
