@@ -145,12 +145,7 @@ fn run_binds_the_decomposed_program_from_the_matrix_alone() {
     std::fs::create_dir_all(&dir).unwrap();
     let hyb = parse_func("hyb.sptir", &std::fs::read_to_string(path("hyb.sptir")).unwrap()).unwrap();
     let csrmm = common::workload("csrmm");
-    let mut files: Vec<(String, std::path::PathBuf)> = sparsec::formats::shared_matrices();
-    for (name, m) in common::generated_matrices() {
-        let p = dir.join(format!("{name}.mtx"));
-        sparsec::formats::mtx::write_mtx_path(&p, &m.to_csr()).unwrap();
-        files.push((name, p));
-    }
+    let files = common::formats::matrix_files(&dir);
     let feat = 5;
     let mut ran = 0;
     for (name, file) in &files {
@@ -180,12 +175,7 @@ fn bsr_and_ell_examples_run_from_the_matrix_alone() {
     let dir = std::env::temp_dir().join(format!("sparsec_rule_run_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let csrmm = common::workload("csrmm");
-    let mut files: Vec<(String, std::path::PathBuf)> = sparsec::formats::shared_matrices();
-    for (name, m) in common::generated_matrices() {
-        let p = dir.join(format!("{name}.mtx"));
-        sparsec::formats::mtx::write_mtx_path(&p, &m.to_csr()).unwrap();
-        files.push((name, p));
-    }
+    let files = common::formats::matrix_files(&dir);
     let runner = common::fuzz::Runner { max_steps: 1 << 27, ..Default::default() };
     for (file, rule, slots) in [("bsr.sptir", sparsec::passes::bsr_rule(4), None), ("ell.sptir", sparsec::passes::ell_rule(32), Some(32))] {
         let g = parse_func(file, &std::fs::read_to_string(path(file)).unwrap()).unwrap();

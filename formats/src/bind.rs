@@ -166,6 +166,8 @@ struct SparseBuf {
     param: String,
     dtype: DType,
     axes: Vec<AxisId>,
+    /// The mode each axis stores, where declared.
+    modes: Option<Vec<usize>>,
 }
 
 impl<'f> Binder<'f> {
@@ -212,6 +214,7 @@ impl<'f> Binder<'f> {
             param,
             dtype: b.dtype,
             axes: axes.clone(),
+            modes: b.modes.clone(),
         })
     }
 
@@ -634,14 +637,21 @@ impl<'f> Binder<'f> {
         let b = self.buffer(buffer)?;
         let order = t.dims().len();
         self.expect_axes(&b, &[order], &format!("{order} (one per mode of the tensor)"))?;
-        let id = self.func.buffer_by_name(buffer).ok_or_else(|| BindError::UnknownBuffer(buffer.into()))?;
-        let modes = self.func.buffers[id].modes.clone().unwrap_or_else(|| (0..order).collect());
+        let modes = b.modes.clone().unwrap_or_else(|| (0..order).collect());
         let mut kinds = Vec::with_capacity(order);
         for (k, &a) in b.axes.iter().enumerate() {
             let ax = &self.func.axes[a];
+            // The storage rule (an axis follows its parent), which the verifier also holds.
             if let Some(p) = ax.parent {
-                if k == 0 || b.axes[k - 1] != p {
-                    self.expect_parent(a, if k == 0 { a } else { b.axes[k - 1] })?;
+                match k.checked_sub(1) {
+                    Some(j) => self.expect_parent(a, b.axes[j])?,
+                    None => {
+                        return Err(BindError::ParentMismatch {
+                            axis: ax.name.clone(),
+                            expected: "none (it is the buffer's first axis)".into(),
+                            found: format!("`{}`", self.axis_name(p)),
+                        })
+                    }
                 }
             }
             kinds.push(match (ax.kind, ax.parent) {

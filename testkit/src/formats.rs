@@ -69,8 +69,9 @@ fn tensors(dir: &Path, n: usize) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Every shared and generated matrix as a `.mtx` file (generated ones written into `dir`).
-fn matrices(dir: &Path) -> Vec<(String, PathBuf)> {
+/// Every shared and generated matrix as a `.mtx` file (generated ones written into `dir`),
+/// by name: what `--matrix` reads in the tests that run programs from files.
+pub fn matrix_files(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut files = sparsec::formats::shared_matrices();
     assert!(!files.is_empty(), "no .mtx file in {} (set SPARSEC_DATA)", sparsec::formats::data_dir().display());
     for (name, m) in crate::generated_matrices() {
@@ -157,7 +158,7 @@ fn reference(stem: &str, t: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
 /// larger files (for slow backends).
 pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
     std::fs::create_dir_all(dir).unwrap();
-    let mats = matrices(dir);
+    let mats = matrix_files(dir);
     let mut out = Vec::new();
     for &(stem, order, scalars, output) in PROGRAMS {
         let func = program(stem);

@@ -618,7 +618,7 @@ impl FuncBuilder {
             AxisKind::SparseFixed => (3, 4),
             AxisKind::SparseVariable => (5, 5),
         };
-        let (mut pos, kw) = self.split_args(kind.name(), span, args, min, n, &["idtype", "sorted"])?;
+        let (pos, kw) = self.split_args(kind.name(), span, args, min, n, &["idtype", "sorted"])?;
         let idtype = match kw.get("idtype") {
             Some((v, _)) => self.dtype_arg(v)?,
             None => DType::I32,
@@ -645,19 +645,19 @@ impl FuncBuilder {
         match kind {
             AxisKind::DenseFixed => axis.length = self.expr(pos[0].clone())?,
             _ => {
+                // Without its parent argument (a root axis) every other argument moves up one.
+                let at = |k: usize| &pos[k + pos.len() - n];
                 if pos.len() == n {
                     axis.parent = Some(self.axis(&self.ident_arg(&pos[0], "a parent axis")?)?);
-                } else {
-                    pos.insert(0, pos[0].clone());
                 }
-                axis.length = self.expr(pos[1].clone())?;
-                axis.nnz = Some(self.expr(pos[2].clone())?);
+                axis.length = self.expr(at(1).clone())?;
+                axis.nnz = Some(self.expr(at(2).clone())?);
                 match kind {
-                    AxisKind::DenseVariable => axis.indptr = Some(self.handle_param(&self.ident_arg(&pos[3], "an indptr handle")?)?),
-                    AxisKind::SparseFixed => axis.indices = Some(self.handle_param(&self.ident_arg(&pos[3], "an indices handle")?)?),
+                    AxisKind::DenseVariable => axis.indptr = Some(self.handle_param(&self.ident_arg(at(3), "an indptr handle")?)?),
+                    AxisKind::SparseFixed => axis.indices = Some(self.handle_param(&self.ident_arg(at(3), "an indices handle")?)?),
                     _ => {
-                        axis.indptr = Some(self.handle_param(&self.ident_arg(&pos[3], "an indptr handle")?)?);
-                        axis.indices = Some(self.handle_param(&self.ident_arg(&pos[4], "an indices handle")?)?);
+                        axis.indptr = Some(self.handle_param(&self.ident_arg(at(3), "an indptr handle")?)?);
+                        axis.indices = Some(self.handle_param(&self.ident_arg(at(4), "an indices handle")?)?);
                     }
                 }
             }

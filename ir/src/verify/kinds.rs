@@ -57,26 +57,18 @@ impl<'f> Points<'f> {
     }
 
     fn of_sp_iter(it: &'f SpIter, f: &Func) -> Option<Self> {
-        let len = |a: &AxisId| f.axes.try_get(*a).map(|x| x.length.clone());
-        let repeats = |a: &AxisId| {
-            f.axes.try_get(*a).is_some_and(|x| x.kind == crate::types::AxisKind::SparseFixed && x.parent.is_some()).then_some(*a)
-        };
-        let repeating = it
+        // The axis each iterator walks, in order.
+        let axes: Vec<AxisId> = it
             .axes
             .iter()
             .flat_map(|a| match a {
-                SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![repeats(a)],
-                SpIterAxis::Fuse(v) => v.iter().map(repeats).collect(),
+                SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![*a],
+                SpIterAxis::Fuse(v) => v.clone(),
             })
             .collect();
-        let spans = it
-            .axes
-            .iter()
-            .flat_map(|a| match a {
-                SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![len(a)],
-                SpIterAxis::Fuse(v) => v.iter().map(len).collect(),
-            })
-            .collect();
+        let spans = axes.iter().map(|a| f.axes.try_get(*a).map(|x| x.length.clone())).collect();
+        let padded = |a: &AxisId| f.axes.try_get(*a).is_some_and(|x| x.kind == crate::types::AxisKind::SparseFixed && x.parent.is_some());
+        let repeating = axes.iter().map(|a| padded(a).then_some(*a)).collect();
         Some(Points {
             spans,
             repeating,
