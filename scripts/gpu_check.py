@@ -2,7 +2,7 @@
 """Runs sparsec's MLIR-emitted PTX on a GPU and compares it with cuSPARSE.
 
 Usage: gpu_check.py DIR [--chip sm_90] [--data DATA_DIR] [--feat 32,128] [--reps 20]
-                        [--rmat SCALE] [--csv FILE]
+                        [--rmat SCALE] [--csv FILE] [--peers gespmm_peer,...]
 
 DIR holds what `cargo run -p sparsec-backend-mlir --example emit_gpu_check -- DIR` writes: for
 each variant `<workload>_<variant>.<chip>.ptx` and its launch plan `<workload>_<variant>.json`
@@ -293,6 +293,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rmat", type=int, default=20)
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--peers", default=",".join(PEER_VARIANTS), help="peer variants to run (comma-separated)")
     o = ap.parse_args()
     dev = cp.cuda.Device()
     if o.chip is None:
@@ -312,6 +313,8 @@ def main():
     peers = {}
     source = open(os.path.join(HERE, "..", "nvidia", "peer", "gespmm.cu")).read()
     for pname, defines in PEER_VARIANTS.items():
+        if pname not in o.peers.split(","):
+            continue
         try:
             mod = cp.RawModule(code=source, options=("-std=c++17", *(f"-D{d}" for d in defines)))
             mod.get_function("gespmm_csr_f32")

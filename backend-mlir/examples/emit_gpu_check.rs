@@ -5,7 +5,9 @@
 //! fused nonzeros over blocks of 32 threads), and `csrmm_segments_auto`
 //! (`examples/csrmm_segments.sptir` under `--auto gpu`: rows cut into segments), and
 //! `csrmm_auto_coherent`, `csrmm_auto` with every load coherent (`ld.global`, not `.nc`), and
-//! `csrmm_auto_rolled`/`_unroll2`/`_unroll8`: its nonzero walk at other unroll factors.
+//! `csrmm_auto_rolled`/`_unroll2`/`_unroll8`: its nonzero walk at other unroll factors, and
+//! `csrmm_auto_c2y`/`_c1y`: 2 or 1 features per lane with a row's walks on `blockIdx.y`
+//! (several warps per wide row, GE-SpMM's grid; `auto::GpuTuning`).
 //! `cargo run -p sparsec-backend-mlir --example emit_gpu_check -- OUT_DIR`
 
 use sparsec_backend_mlir::{emit_ptx, gpu_plan};
@@ -83,6 +85,11 @@ fn with_unroll(mut f: Func, n: i64) -> Func {
     f
 }
 
+/// The default GPU tuning with `coarsen` features per lane and a row's walks on `blockIdx.y`.
+fn walks_on_blocks(coarsen: i64) -> auto::GpuTuning {
+    auto::GpuTuning { coarsen, walks_on_blocks: true, ..Default::default() }
+}
+
 fn main() -> Result<()> {
     let out = std::env::args().nth(1).unwrap_or_else(|| "gpu-check".into());
     std::fs::create_dir_all(&out)?;
@@ -95,6 +102,8 @@ fn main() -> Result<()> {
         ("csrmm_auto_rolled", with_unroll(auto::gpu_schedule(&workload("csrmm")?, 128)?, 1)),
         ("csrmm_auto_unroll2", with_unroll(auto::gpu_schedule(&workload("csrmm")?, 128)?, 2)),
         ("csrmm_auto_unroll8", with_unroll(auto::gpu_schedule(&workload("csrmm")?, 128)?, 8)),
+        ("csrmm_auto_c2y", auto::gpu_schedule_tuned(&workload("csrmm")?, 128, &walks_on_blocks(2))?),
+        ("csrmm_auto_c1y", auto::gpu_schedule_tuned(&workload("csrmm")?, 128, &walks_on_blocks(1))?),
     ];
     for (name, f) in variants {
         if f.stage != Stage::III {

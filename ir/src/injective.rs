@@ -200,12 +200,16 @@ impl Analysis<'_> {
     fn sum(&self, e: &Expr) -> Option<Form> {
         let mut terms = Vec::new();
         self.terms(e, &mut terms)?;
-        // Coefficient 1 first, then constants ascending, then symbolic ones in order; a
-        // varying term (at most one) is the highest digit.
-        terms.sort_by_key(|(c, f)| match (f.varying, c.literal_value()) {
-            (true, _) => (2, 0),
-            (false, Some(v)) => (0, v),
-            (false, None) => (1, 0),
+        // Coefficient 1 first, then constants ascending (narrower spans first among equal
+        // ones: `k_1 + k_2` with `k_2` in `0..1`, as a split by 1 makes), then symbolic ones
+        // in order; a varying term (at most one) is the highest digit.
+        terms.sort_by_key(|(c, f)| {
+            let width = f.span.as_ref().and_then(Expr::literal_value).unwrap_or(i64::MAX);
+            match (f.varying, c.literal_value()) {
+                (true, _) => (2, 0, 0),
+                (false, Some(v)) => (0, v, width),
+                (false, None) => (1, 0, 0),
+            }
         });
         if terms.iter().filter(|(_, f)| f.varying).count() > 1 {
             return None;

@@ -122,11 +122,41 @@ pub fn cpu_tuned(sch: &mut Schedule, t: &CpuTuning) -> Result<()> {
     Ok(())
 }
 
+/// The GPU default's parameters for SpMM's shape ([`gpu_tuned`], [`lanes`]). `Default`
+/// gives the measured choices ([`COARSEN`], [`NONZERO_UNROLL`], [`ROWS_PER_BLOCK`], every
+/// feature walk in one warp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuTuning {
+    /// Consecutive features each lane accumulates per walk of a row (one vector).
+    pub coarsen: i64,
+    /// Nonzeros per trip of a row walk (`unroll_factor`; 1 keeps it rolled).
+    pub unroll: i64,
+    /// Rows (warps) per block; 1 is also tried where more are refused.
+    pub rows_per_block: i64,
+    /// Bind the walks of a row (`coarsen * WARP` features each) to `blockIdx.y`, so several
+    /// warps share a wide row as GE-SpMM's grid does, instead of one warp walking it once per
+    /// `coarsen * WARP` features.
+    pub walks_on_blocks: bool,
+}
+
+impl Default for GpuTuning {
+    fn default() -> Self {
+        GpuTuning { coarsen: COARSEN, unroll: NONZERO_UNROLL, rows_per_block: ROWS_PER_BLOCK, walks_on_blocks: false }
+    }
+}
+
 /// Applies the GPU default to a Stage II/III schedule: `threads` units per block.
 pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
+    gpu_tuned(sch, threads, &GpuTuning::default())
+}
+
+/// [`gpu`] with the parameters `t`.
+pub fn gpu_tuned(sch: &mut Schedule, threads: i64, t: &GpuTuning) -> Result<()> {
     sch.need_loop_stage("auto::gpu")?;
-    if threads < 1 {
-        return Err(ScheduleError::NonPositiveFactor { factor: threads });
+    for factor in [threads, t.coarsen, t.unroll, t.rows_per_block] {
+        if factor < 1 {
+            return Err(ScheduleError::NonPositiveFactor { factor });
+        }
     }
     for nest in nests(sch.func()) {
         spatial_outward(sch, &nest.block)?;
@@ -137,9 +167,9 @@ pub fn gpu(sch: &mut Schedule, threads: i64) -> Result<()> {
             // Several rows per block where every unit then works on its own row alone;
             // otherwise one row per block.
             let mut done = false;
-            for rows in [ROWS_PER_BLOCK, 1] {
+            for rows in [t.rows_per_block, 1] {
                 let mut trial = sch.clone();
-                if lanes(&mut trial, &nest, rows).unwrap_or(false) {
+                if lanes(&mut trial, &nest, rows, t).unwrap_or(false) {
                     *sch = trial;
                     done = true;
                     break;
@@ -580,7 +610,7 @@ pub const ROWS_PER_BLOCK: i64 = 4;
 /// the copies unrolled); a block before it that only stores into what it accumulates (its
 /// `init`) joins its lanes ([`join_lanes`]) and fills the registers. `Ok(false)` when the nest has another
 /// shape, `Err` when a primitive refuses; the caller then keeps the schedule as it was.
-fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
+fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64, t: &GpuTuning) -> Result<bool> {
     if nest.depth != 1 {
         return Ok(false);
     }
@@ -663,14 +693,16 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
         }
         let Some(p) = at else { return Ok(false) };
         let coarse = accumulates && p > 0;
+        let mut walks = None;
         let (lane, per_lane) = if coarse {
             // Feature `(k_0 * WARP + lane) * COARSEN + k_1`: each lane's features are
             // consecutive, one vector.
-            let parts = sch.split(loops[p], &[None, Some(WARP), Some(COARSEN)])?;
+            let parts = sch.split(loops[p], &[None, Some(WARP), Some(t.coarsen)])?;
             let mut chain = vec![parts[0], parts[1]];
             chain.extend_from_slice(&loops[..p]);
             chain.push(parts[2]);
             sch.reorder(&chain)?;
+            walks = Some(parts[0]);
             (parts[1], Some(parts[2]))
         } else {
             let parts = sch.split(loops[p], &[None, Some(WARP)])?;
@@ -686,9 +718,18 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
             let init = inits.iter().find(|(_, acc)| *acc == name).map(|(i, _)| i.clone());
             if let Some(init) = init {
                 let mut trial = sch.clone();
-                if join_lanes(&mut trial, &init, lane).is_ok() {
+                if join_lanes(&mut trial, &init, lane, t.coarsen).is_ok() {
                     *sch = trial;
                     joined.push(init);
+                }
+            }
+            // Once every block writing the row sits under the walk (its init joined), the
+            // walks may go to `blockIdx.y` (before the register cache, whose copies drive no
+            // iterator by them); where `bind` refuses they stay serial.
+            if let Some(w) = walks.filter(|_| t.walks_on_blocks && !nest.atomic) {
+                let mut trial = sch.clone();
+                if trial.bind(w, ThreadTag::BlockIdxY).is_ok() {
+                    *sch = trial;
                 }
             }
             let k = order.iter().position(|n| *n == name).unwrap_or(0);
@@ -697,7 +738,7 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
                 // otherwise, or where the primitive refuses, the accumulation stays in memory.
                 // In an atomic nest other warps add to the same row: the registers start at
                 // zero and are added back (atomically, once `lower_atomic` runs).
-                let cached = register_cache(sch, COARSEN, |s| {
+                let cached = register_cache(sch, t.coarsen, |s| {
                     if nest.atomic {
                         s.cache_accumulate(b, buf, sparsec_ir::Scope::Local, lane)
                     } else {
@@ -713,8 +754,8 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
             // whole row keep that many loads of B in flight (an atomic nest's segments are
             // short: unrolled, they took 5% longer on the H100).
             if let Some(&nonzero) = loops[..p].last() {
-                if !nest.atomic {
-                    sch.annotate(nonzero, sparsec_ir::UNROLL_FACTOR_ATTR, sparsec_ir::AttrValue::Int(NONZERO_UNROLL))?;
+                if !nest.atomic && t.unroll > 1 {
+                    sch.annotate(nonzero, sparsec_ir::UNROLL_FACTOR_ATTR, sparsec_ir::AttrValue::Int(t.unroll))?;
                 }
                 read_once(sch, &name, nonzero.into());
             }
@@ -732,11 +773,11 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64) -> Result<bool> {
 /// Splits the feature loop of `init` as the accumulation's (`COARSEN` per lane, `WARP`
 /// lanes) and moves it under the accumulation's lane loop `lane`: each lane then stores the
 /// elements it accumulates just before its walk of the nonzeros.
-fn join_lanes(sch: &mut Schedule, init: &str, lane: crate::schedule::LoopRv) -> Result<()> {
+fn join_lanes(sch: &mut Schedule, init: &str, lane: crate::schedule::LoopRv, coarsen: i64) -> Result<()> {
     let b = sch.get_block(init)?;
     let loops = sch.get_loops(b)?;
     let k = *loops.last().ok_or_else(|| ScheduleError::NotAPerfectNest { primitive: "auto::gpu", block: init.into() })?;
-    sch.split(k, &[None, Some(WARP), Some(COARSEN)])?;
+    sch.split(k, &[None, Some(WARP), Some(coarsen)])?;
     sch.compute_at(b, lane)
 }
 
@@ -871,12 +912,17 @@ fn writes_own_point(it: &sparsec_ir::func::SpIter, kinds: &[IterKind]) -> bool {
 /// [`spread_atomic`] and `contract`. Leaves the
 /// function at Stage II (or III when it started there).
 pub fn gpu_full(sch: &mut Schedule, threads: i64) -> Result<()> {
+    gpu_full_tuned(sch, threads, &GpuTuning::default())
+}
+
+/// [`gpu_full`] with the parameters `t`.
+pub fn gpu_full_tuned(sch: &mut Schedule, threads: i64, t: &GpuTuning) -> Result<()> {
     let mut atomic = false;
     if sch.func().stage == Stage::I {
         atomic = gpu_sparse(sch)?;
         sch.lower_sparse_iter()?;
     }
-    gpu(sch, threads)?;
+    gpu_tuned(sch, threads, t)?;
     if atomic {
         sch.lower_atomic()?;
     }
@@ -1057,7 +1103,12 @@ pub fn cpu_schedule_tuned(func: &Func, t: &CpuTuning) -> Result<Func> {
 
 /// `func` (any stage) with the GPU default of `threads` units per block, lowered to Stage III.
 pub fn gpu_schedule(func: &Func, threads: i64) -> Result<Func> {
-    scheduled(func, |s| gpu_full(s, threads))
+    gpu_schedule_tuned(func, threads, &GpuTuning::default())
+}
+
+/// [`gpu_schedule`] with the parameters `t`.
+pub fn gpu_schedule_tuned(func: &Func, threads: i64, t: &GpuTuning) -> Result<Func> {
+    scheduled(func, |s| gpu_full_tuned(s, threads, t))
 }
 
 /// Applies `apply` (which lowers to Stage II when needed) and lowers to Stage III.

@@ -59,6 +59,16 @@ fn split_symbolic_extent_adds_a_guard() {
     insta::assert_snapshot!("split_csrmm_k", sch.text());
 }
 
+/// A split by 1 leaves a loop of one iteration whose variable the binding adds at
+/// coefficient 1 beside the lane (`k_0 * 32 + k_1 + k_2`): still one-to-one, so accepted.
+#[test]
+fn split_by_one_keeps_the_binding_provable() {
+    let mut sch = sched2("csrmm");
+    let l = loops(&mut sch, "csrmm1");
+    sch.split(l[1], &[None, Some(32), Some(1)]).unwrap();
+    assert!(sch.text().contains("(k_0 * 32 + k_1) * 1 + k_2") || sch.text().contains("k_0 * 32 + k_1 + k_2"), "{}", sch.text());
+}
+
 #[test]
 fn split_sparse_loop_three_ways() {
     let mut sch = sched2("sddmm");

@@ -40,6 +40,23 @@ macro_rules! workload_tests {
 
 sparsec_testkit::with_workloads!(workload_tests);
 
+/// The GPU default at other tunings (`auto::GpuTuning`): 2 or 1 features per lane with a
+/// row's walks on `blockIdx.y`, and rolled walks of one row per block, on every shared and
+/// generated matrix.
+#[test]
+fn gpu_tunings_of_csrmm() {
+    use sparsec_schedule::auto::GpuTuning;
+    for t in [
+        GpuTuning { coarsen: 2, walks_on_blocks: true, ..Default::default() },
+        GpuTuning { coarsen: 1, walks_on_blocks: true, ..Default::default() },
+        GpuTuning { coarsen: 2, unroll: 1, rows_per_block: 1, walks_on_blocks: false },
+    ] {
+        let s = sparsec_schedule::auto::gpu_schedule_tuned(&workload("csrmm"), 64, &t).unwrap_or_else(|e| panic!("{t:?}: {e}"));
+        let prog = compile(&s).unwrap_or_else(|e| panic!("{t:?}: {e}"));
+        check_all("csrmm", &format!("{t:?}"), &prog);
+    }
+}
+
 #[test]
 fn scheduled_csrmm_row_per_block() {
     let sch = hand::csrmm_row_per_block(8);

@@ -70,6 +70,33 @@ fn emulated_csrmm_agrees(what: &str, f: &sparsec_ir::Func) {
     }
 }
 
+/// The GPU default at other tunings (`auto::GpuTuning`: fewer features per lane, a row's walks
+/// on `blockIdx.y`, rolled walks, one row per block) assembles without spills and, emulated,
+/// equals the interpreter; with the walks on blocks the launch grid spreads over `y`.
+#[test]
+fn gpu_tunings_of_csrmm_agree_when_emulated() {
+    use sparsec_schedule::auto::GpuTuning;
+    let tunings = [
+        GpuTuning { coarsen: 2, walks_on_blocks: true, ..Default::default() },
+        GpuTuning { coarsen: 1, walks_on_blocks: true, ..Default::default() },
+        GpuTuning { coarsen: 2, unroll: 1, rows_per_block: 1, walks_on_blocks: false },
+    ];
+    for t in tunings {
+        let what = format!("{t:?}");
+        let f = sparsec_schedule::auto::gpu_schedule_tuned(&sparsec_testkit::workload("csrmm"), 128, &t).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let ptx = emit_ptx(&f, "sm_90").unwrap_or_else(|e| panic!("{what}: {e}"));
+        for r in ptxas("csrmm_tuned", &ptx, "sm_90") {
+            assert_eq!((r.spills, r.stack), (0, 0), "{what}: {r:?}");
+        }
+        let plan = gpu_plan(&f).unwrap();
+        assert_eq!(plan.launches.len(), 1, "{what}: {}", plan.to_json());
+        assert_eq!(plan.launches[0].grid[1] != "1", t.walks_on_blocks, "{what}: {}", plan.to_json());
+        emulated_csrmm_agrees(&what, &f);
+    }
+    let zero = GpuTuning { coarsen: 0, ..Default::default() };
+    assert!(sparsec_schedule::auto::gpu_schedule_tuned(&sparsec_testkit::workload("csrmm"), 128, &zero).is_err());
+}
+
 /// The number of `bar.sync` instructions in `ptx`.
 fn barriers(ptx: &str) -> usize {
     ptx.lines().filter(|l| l.trim_start().starts_with("bar.sync") || l.trim_start().starts_with("barrier.sync")).count()
