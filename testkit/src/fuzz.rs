@@ -1576,10 +1576,15 @@ fn shadowed_args(args: &Args, names: &[(String, String, String)]) -> Args {
     out
 }
 
+/// The least real that rounds to infinity in f32 (round to nearest): its largest value plus
+/// half an ulp, `2^128 - 2^103`.
+const F32_OVERFLOW: f64 = 340282356779733661637539395458142568448.0;
+
 /// Whether every f32 result in `got` that misses `want` lies within the rounding error of
 /// *some* order of evaluating its `+ - *`: at most `γ(n+1)·Σ|terms|` (plus f64's own and an
 /// absolute subnormal step per rounding) from the [`shadowed`] run's value, with `n` and
-/// `Σ|terms|` its shadows. Other arrays compare as usual.
+/// `Σ|terms|` its shadows, or is the infinity (or NaN) of an order whose partial sum
+/// overflows. Other arrays compare as usual.
 fn within_reassociation(want: &Args, shadow: &Args, names: &[(String, String, String)], got: &Args, rtol: f32, inexact_ints: bool) -> bool {
     let gamma = |n: f64, u: f64| if n * u < 0.5 { n * u / (1.0 - n * u) } else { f64::INFINITY };
     let mut rest = (Args::new(), Args::new());
@@ -1601,6 +1606,14 @@ fn within_reassociation(want: &Args, shadow: &Args, names: &[(String, String, St
                 return true;
             }
             let rounds = n[i] + 1.0;
+            if !g[i].is_finite() {
+                // Some order overflows when the positive (or negative) terms alone, summed
+                // first, pass f32's largest value: exactly, they sum to `(Σ|terms| ± value) / 2`
+                // (rounding up on the way is not counted). Both overflowing gives `inf - inf`.
+                let over = |part: f64| part >= F32_OVERFLOW;
+                let (pos, neg) = (over((m[i] + x[i]) / 2.0), over((m[i] - x[i]) / 2.0));
+                return x[i].is_finite() && if g[i].is_nan() { pos && neg } else if g[i] > 0.0 { pos } else { neg };
+            }
             let slack = (gamma(rounds, f32::EPSILON as f64 / 2.0) + gamma(rounds, f64::EPSILON / 2.0)) * m[i] + rounds * f32::from_bits(1) as f64;
             g[i].is_finite() && x[i].is_finite() && slack.is_finite() && (g[i] as f64 - x[i]).abs() <= slack
         });
@@ -1987,13 +2000,15 @@ mod tests {
   buffer Y = match_sparse_buffer(y, [I], f32)
   buffer Z = match_sparse_buffer(z, [I], f32)
   buffer A = match_sparse_buffer(a, [I, J], f32)
-  sp_iter s([I, J], \"SR\") as [i, j] {
-    init {
-      Y[i] = 7.0
-      Z[i] = 0.0
-    }
+  sp_iter t([I], \"S\") as [i] {
+    Y[i] = 7.0
     Y[i] = Y[i] + max_value(f32)
     Y[i] = Y[i] + min_value(f32)
+  }
+  sp_iter s([I, J], \"SR\") as [i, j] {
+    init {
+      Z[i] = 0.0
+    }
     Z[i] = Z[i] + A[i, j] / 3.0 - 1.0
   }
 }";
@@ -2016,12 +2031,51 @@ mod tests {
         assert!(within_reassociation(&want, &shadow, &names, &got(0.0, z + 4.0 * f32::EPSILON), 1e-4, false));
         assert!(!within_reassociation(&want, &shadow, &names, &got(0.0, z + 0.01), 1e-4, false), "a term off");
         assert!(!within_reassociation(&want, &shadow, &names, &got(f32::INFINITY, z), 1e-4, false), "no order overflows");
+        assert!(!within_reassociation(&want, &shadow, &names, &got(f32::NEG_INFINITY, z), 1e-4, false), "no order overflows");
+        assert!(!within_reassociation(&want, &shadow, &names, &got(f32::NAN, z), 1e-4, false), "no order overflows");
         // Other arrays compare as usual.
         let mut a2 = want.clone();
         a2.array("i", Array::I32(vec![3]));
         let mut g2 = a2.clone();
         g2.array("i", Array::I32(vec![4]));
         assert!(!within_reassociation(&a2, &shadow, &names, &g2, 1e-4, false));
+    }
+
+    #[test]
+    fn a_partial_sum_that_overflows_in_another_order_may_give_infinity() {
+        // `(MIN + 3.4e38) + 3.4e38` is finite in order; summed as `MIN + (3.4e38 + 3.4e38)`
+        // (an rfactor's partial sums: fuzz seed 1795822831211) it is +inf. -inf and NaN need
+        // negative terms that overflow too; a term off is still wrong.
+        let src = "func p(v: handle, w: handle, n: i32) {
+  axis I = dense_fixed(n)
+  axis J = dense_fixed(2)
+  buffer V = match_sparse_buffer(v, [I], f32)
+  buffer W = match_sparse_buffer(w, [J], f32)
+  sp_iter s([I, J], \"SR\") as [i, j] {
+    init {
+      V[i] = min_value(f32)
+    }
+    V[i] = V[i] + (3.4e38 + W[j])
+  }
+}";
+        let f = sparsec::ir::text::parse_func("p.sptir", src).unwrap_or_else(|e| panic!("{e}"));
+        let mut a = Args::new();
+        a.array("v", Array::F32(vec![0.0])).array("w", Array::F32(vec![0.5, -0.5])).int("n", 1);
+        let opts = interp::Options::default();
+        let want = interp::run_with(&f, &a, &opts).unwrap();
+        let v = match &want.arrays["v"] { Array::F32(v) => v[0], _ => unreachable!() };
+        assert!(v.is_finite() && v > 3e38, "{v}");
+        let (g, names) = shadowed(&f);
+        let shadow = interp::run_with(&g, &shadowed_args(&a, &names), &opts).unwrap();
+        let got = |x: f32| {
+            let mut g = want.clone();
+            g.array("v", Array::F32(vec![x]));
+            g
+        };
+        assert!(within_reassociation(&want, &shadow, &names, &got(f32::INFINITY), 1e-4, false), "+inf in another order");
+        assert!(!within_reassociation(&want, &shadow, &names, &got(f32::NEG_INFINITY), 1e-4, false), "-inf in none");
+        assert!(!within_reassociation(&want, &shadow, &names, &got(f32::NAN), 1e-4, false), "NaN in none");
+        assert!(!within_reassociation(&want, &shadow, &names, &got(v / 2.0), 1e-4, false), "a term off");
     }
 
     #[test]
