@@ -1,7 +1,9 @@
 //! Level formats from files (issue #17): the programs of `examples/formats` — SpMV with A
 //! in DCSR (a root sparse axis) and in CSC (`modes = [1, 0]`), a sparse-vector dot product,
-//! and TTV, TTM and MTTKRP on 3-D tensors in CSF read from `.tns` files — bound from the
-//! files alone as `sparsec run --matrix` binds them, on every shared and generated matrix
+//! and TTV, TTM and MTTKRP on 3-D tensors in CSF read from `.tns` files, and the
+//! co-iterations (`union`/`intersect`: (A + B) x, (A .* B) x, A + B, a sparse-sparse dot
+//! product) of each file with a partner — bound from the files alone as `sparsec run
+//! --matrix` binds them, on every shared and generated matrix
 //! and on generated tensors: Stage I equals the dense f64 result (what scipy/numpy give),
 //! and Stages II and III equal Stage I on the interpreter.
 
@@ -23,7 +25,7 @@ fn format_programs_from_files_equal_the_dense_result_at_every_stage() {
         }
         seen.insert(c.label.split(" on ").next().unwrap().to_string());
     }
-    assert_eq!(seen.len(), 6, "{seen:?}");
+    assert_eq!(seen.len(), 10, "{seen:?}");
     assert!(cases.len() >= 2 * 14 + 4 * 4, "{} cases", cases.len());
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -852,3 +852,36 @@ fn run_lays_files_out_in_the_programs_own_format() {
     );
     fails_with(&["run", "examples/formats/csf_ttv.sptir", "--matrix", &mat], &["a.mtx", "buffer `A` has 3 axes, expected 2 (one per mode of the tensor)"]);
 }
+
+/// Co-iteration from files: `(A + B) x` over the union of two patterns (read from two
+/// `--matrix` files) gives SpMV's y on the matrix A + B, on the interpreter and on mlir-cpu
+/// with the default schedule; two files of different shapes are refused.
+#[test]
+fn run_co_iterates_two_matrices() {
+    let dir = tmp("coiter");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let head = "%%MatrixMarket matrix coordinate real general\n";
+    let a = write("a.mtx", &format!("{head}4 3 4\n1 1 1.0\n1 3 2.0\n3 2 3.0\n4 3 0.25\n"));
+    let b = write("b.mtx", &format!("{head}4 3 4\n1 3 -1.0\n2 2 4.0\n4 1 -1.5\n4 3 0.5\n"));
+    let sum = write("sum.mtx", &format!("{head}4 3 6\n1 1 1.0\n1 3 1.0\n2 2 4.0\n3 2 3.0\n4 1 -1.5\n4 3 0.75\n"));
+    let wide = write("wide.mtx", &format!("{head}4 5 1\n1 5 1.0\n"));
+    let arg = |k: &str, p: &PathBuf| format!("{k}={}", p.display());
+    let want = sparsec(&["run", "examples/spmv.sptir", "--matrix", &arg("A", &sum), "--seed", "3"]);
+    assert!(want.status.success(), "{}", stderr(&want));
+    for extra in [&[][..], &["--backend", "mlir-cpu", "--auto", "cpu"][..]] {
+        let mut args = vec!["run", "examples/formats/coiter_add_spmv.sptir", "--seed", "3"];
+        let (ma, mb) = (arg("A", &a), arg("B", &b));
+        args.extend_from_slice(&["--matrix", &ma, "--matrix", &mb]);
+        args.extend_from_slice(extra);
+        let o = sparsec(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        assert_same_summary(&o, &want, "coiter_add_spmv");
+    }
+    let o = sparsec(&["run", "examples/formats/coiter_add_spmv.sptir", "--matrix", &arg("A", &a), "--matrix", &arg("B", &wide)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("wide.mtx: scalar `n` is already bound to 3, cannot bind 5"), "{}", stderr(&o));
+}

@@ -343,7 +343,11 @@ impl<'f> Binder<'f> {
                     Some(Scalar::Int(x)) if *x == value || (!exact && *x >= value) => Ok(()),
                     Some(other) => Err(BindError::ScalarConflict {
                         name: p.name.clone(),
-                        existing: format!("{other:?}"),
+                        existing: match other {
+                            Scalar::Int(x) => x.to_string(),
+                            Scalar::Float(x) => x.to_string(),
+                            Scalar::Bool(x) => x.to_string(),
+                        },
                         new: value,
                     }),
                     None => {

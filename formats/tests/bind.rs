@@ -263,7 +263,7 @@ fn conflicting_scalar_binding() {
     let e = bind::bind_csr(&fb.f, "A", &small()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "scalar `m` is already bound to Int(3), cannot bind 4"
+        "scalar `m` is already bound to 3, cannot bind 4"
     );
     let sq: Csr<i32, f64> = gen::uniform(4, 4, 6, 1).unwrap();
     let args = bind::bind_csr(&fb.f, "A", &sq).unwrap();

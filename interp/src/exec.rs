@@ -7,8 +7,8 @@ use crate::observe::{unit_slot, AccessKind};
 use sparsec_ir::value::{Value, ValueError as OpError};
 use sparsec_ir::data::Array;
 use sparsec_ir::{
-    AxisId, AxisKind, BinOp, Intrinsic, Block, BufferId, Expr, For, IterKind, Layout, SpIter, SpIterAxis, Span, Stmt,
-    StmtKind, Storage, VarId,
+    AxisId, AxisKind, BinOp, Intrinsic, Block, BufferId, Expr, For, IterKind, Layout, MergeOp, SpIter, SpIterAxis, Span,
+    Stmt, StmtKind, Storage, VarId,
 };
 
 /// A binding to undo at the end of a statement list.
@@ -19,11 +19,13 @@ enum Undo {
 
 /// One iterator of a sparse iteration.
 #[derive(Clone, Copy, Debug)]
-struct IterSpec {
+struct IterSpec<'f> {
     axis: AxisId,
     var: VarId,
     /// Where the row comes from, for axes with a parent.
     row: RowFrom,
+    /// A co-iteration: how it merges, and its members (`axis` is the first).
+    merge: Option<(MergeOp, &'f [AxisId])>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -237,9 +239,13 @@ impl<'f> Machine<'f> {
         let mut entry_axes = Vec::new();
         for entry in &it.axes {
             match entry {
-                SpIterAxis::Axis(a) => entry_axes.push((*a, None)),
-                SpIterAxis::Fuse(group) => entry_axes.extend(group.iter().map(|a| (*a, None))),
-                SpIterAxis::Attach { axis, parent } => entry_axes.push((*axis, Some(*parent))),
+                SpIterAxis::Axis(a) => entry_axes.push((*a, None, None)),
+                SpIterAxis::Fuse(group) => entry_axes.extend(group.iter().map(|a| (*a, None, None))),
+                SpIterAxis::Attach { axis, parent } => entry_axes.push((*axis, Some(*parent), None)),
+                SpIterAxis::Merge { op, axes } => {
+                    let first = *axes.first().ok_or_else(|| invalid(format!("an empty {}(..)", op.name())))?;
+                    entry_axes.push((first, None, Some((*op, axes.as_slice()))));
+                }
             }
         }
         let kinds = it.iter_kinds().unwrap_or_default();
@@ -252,7 +258,7 @@ impl<'f> Machine<'f> {
                 it.kinds
             )).into());
         }
-        for ((axis, attach), &var) in entry_axes.into_iter().zip(&it.vars) {
+        for ((axis, attach, merge), &var) in entry_axes.into_iter().zip(&it.vars) {
             let info = self.axes.get(axis.index()).ok_or_else(|| invalid(format!("unknown axis {axis:?}")))?;
             self.var(var, span)?;
             let row = match (info.kind, attach) {
@@ -264,7 +270,7 @@ impl<'f> Machine<'f> {
                     None => return Err(invalid(format!("axis {axis:?} has no parent")).into()),
                 },
             };
-            specs.push(IterSpec { axis, var, row });
+            specs.push(IterSpec { axis, var, row, merge });
         }
         if let Some(init) = &it.init {
             let spatial: Vec<IterSpec> =
@@ -275,10 +281,13 @@ impl<'f> Machine<'f> {
     }
 
     /// Iterates `specs` outermost first and runs `body` at every point.
-    fn nest(&mut self, specs: &[IterSpec], body: &'f [Stmt], span: Span) -> Result<()> {
+    fn nest(&mut self, specs: &[IterSpec<'f>], body: &'f [Stmt], span: Span) -> Result<()> {
         let Some((spec, inner)) = specs.split_first() else {
             return self.exec_list(body);
         };
+        if let Some((op, members)) = spec.merge {
+            return self.merge_nest(spec, op, members, inner, body, span);
+        }
         let ax = self.axes[spec.axis.index()];
         let (row, start, end, src) = match spec.row {
             RowFrom::None => (0, 0, ax.row_extent, None),
@@ -314,6 +323,62 @@ impl<'f> Machine<'f> {
         }
         self.vars[slot] = None;
         self.iters[slot] = None;
+        Ok(())
+    }
+
+    /// A co-iteration: its iterator takes, in ascending order, each coordinate stored in the
+    /// rows of any (union) or every (intersection) member, once. It stands for no position:
+    /// accesses through it look their coordinate up, absent ones read the default.
+    fn merge_nest(
+        &mut self,
+        spec: &IterSpec<'f>,
+        op: MergeOp,
+        members: &'f [AxisId],
+        inner: &[IterSpec<'f>],
+        body: &'f [Stmt],
+        span: Span,
+    ) -> Result<()> {
+        let mut rows: Vec<Vec<i64>> = Vec::with_capacity(members.len());
+        for &a in members {
+            let ax = self.axes[a.index()];
+            let (start, end) = match ax.parent {
+                None => (0, ax.row_extent),
+                Some(p) => {
+                    let found = self.active.iter().rev().find(|x| x.axis == p).ok_or_else(|| {
+                        InterpError::ParentNotIterated { axis: self.axis_name(a), parent: self.axis_name(p), span }
+                    })?;
+                    match ax.kind {
+                        AxisKind::SparseFixed => self.fixed_row(a, found.flat, span)?,
+                        _ => self.row_range(a, found.flat, span)?,
+                    }
+                }
+            };
+            let mut row = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+            for p in start..end {
+                self.tick(span)?;
+                row.push(self.index_at(a, p, span)?);
+            }
+            row.sort_unstable();
+            rows.push(row);
+        }
+        let mut coords: Vec<i64> = match op {
+            MergeOp::Union => rows.iter().flatten().copied().collect(),
+            MergeOp::Intersect => {
+                let (first, rest) = rows.split_first().map_or((&[][..], &[][..]), |(f, r)| (f.as_slice(), r));
+                first.iter().copied().filter(|c| rest.iter().all(|r| r.binary_search(c).is_ok())).collect()
+            }
+        };
+        coords.sort_unstable();
+        coords.dedup();
+        let slot = spec.var.index();
+        let idtype = self.axes[spec.axis.index()].idtype;
+        for c in coords {
+            self.tick(span)?;
+            self.vars[slot] = Some(Value::from_i64(idtype, c));
+            self.iters[slot] = None;
+            self.nest(inner, body, span)?;
+        }
+        self.vars[slot] = None;
         Ok(())
     }
 

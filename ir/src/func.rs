@@ -189,16 +189,60 @@ pub enum SpIterAxis {
         /// The new parent.
         parent: AxisId,
     },
+    /// `union(A, B, ...)` / `intersect(A, B, ...)`: co-iteration. One iterator takes, in
+    /// ascending order, the coordinates stored in any (every) one of the axes' rows; the
+    /// axes share their parent (or are all roots), length and index type.
+    Merge {
+        /// Union or intersection.
+        op: MergeOp,
+        /// The co-iterated axes (at least two).
+        axes: Vec<AxisId>,
+    },
+}
+
+/// How a co-iteration ([`SpIterAxis::Merge`]) combines its axes' coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeOp {
+    /// Coordinates stored in at least one axis.
+    Union,
+    /// Coordinates stored in every axis.
+    Intersect,
+}
+
+impl MergeOp {
+    /// The keyword of the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            MergeOp::Union => "union",
+            MergeOp::Intersect => "intersect",
+        }
+    }
 }
 
 impl SpIterAxis {
-    /// The axes this entry iterates, one per iterator variable.
+    /// The axes this entry iterates, one per iterator variable. A co-iteration's one
+    /// iterator counts as iterating its first axis (the others have the same parent and
+    /// length); [`SpIterAxis::members`] lists them all.
     pub fn axes(&self) -> Vec<AxisId> {
         match self {
             SpIterAxis::Axis(a) => vec![*a],
             SpIterAxis::Fuse(g) => g.clone(),
             SpIterAxis::Attach { axis, .. } => vec![*axis],
+            SpIterAxis::Merge { axes, .. } => axes.first().copied().into_iter().collect(),
         }
+    }
+
+    /// Every axis the entry iterates (a co-iteration's members; otherwise [`SpIterAxis::axes`]).
+    pub fn members(&self) -> Vec<AxisId> {
+        match self {
+            SpIterAxis::Merge { axes, .. } => axes.clone(),
+            other => other.axes(),
+        }
+    }
+
+    /// Whether the entry co-iterates.
+    pub fn is_merge(&self) -> bool {
+        matches!(self, SpIterAxis::Merge { .. })
     }
 }
 

@@ -574,3 +574,47 @@ fn first_misuse_is_reported() {
     .unwrap_err();
     assert_eq!(e, DslError::Duplicate { what: "parameter", name: "a".into() });
 }
+
+/// `union` and `intersect` build the co-iterations of `examples/formats/coiter_add_spmv.sptir`
+/// and `coiter_dot.sptir`.
+#[test]
+fn co_iterations() {
+    let text = |stem: &str| {
+        let path = format!("{}/../examples/formats/{stem}.sptir", env!("CARGO_MANIFEST_DIR"));
+        parse_func(&path, &std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let add = func("coiter_add_spmv", |f| {
+        let [a, b, x, y, ap, ai, bp, bi] = ["a", "b", "x", "y", "a_indptr", "a_indices", "b_indptr", "b_indices"].map(|n| f.handle(n));
+        let [m, n, na, nb] = ["m", "n", "nnz_a", "nnz_b"].map(|v| f.scalar(v, I32));
+        let I = f.dense_fixed("I", m);
+        let JA = f.sparse_variable("JA", I, n, na, ap, ai);
+        let JB = f.sparse_variable("JB", I, n, nb, bp, bi);
+        let J_x = f.dense_fixed("J_x", n);
+        let A = f.match_sparse_buffer("A", a, [I, JA], F32);
+        let B = f.match_sparse_buffer("B", b, [I, JB], F32);
+        let X = f.match_sparse_buffer("X", x, [J_x], F32);
+        let Y = f.match_sparse_buffer("Y", y, [I], F32);
+        f.sp_iter_with("spmv", (I, union([JA, JB])), "SR").vars(["i", "j"]).body(|s, [i, j]| {
+            s.init(|s| s.store(Y.at([i]), 0.0));
+            s.store(Y.at([i]), Y.at([i]) + (A.at([i, j]) + B.at([i, j])) * X.at([j]));
+        });
+    })
+    .unwrap();
+    same(&add, &text("coiter_add_spmv"));
+    let dot = func("coiter_dot", |f| {
+        let [a, b, s_, ai, bi] = ["a", "b", "s", "a_indices", "b_indices"].map(|n| f.handle(n));
+        let [n, na, nb] = ["n", "nnz_a", "nnz_b"].map(|v| f.scalar(v, I32));
+        let JA = f.sparse_root("JA", n, na, ai);
+        let JB = f.sparse_root("JB", n, nb, bi);
+        let O = f.dense_fixed("O", 1);
+        let A = f.match_sparse_buffer("A", a, [JA], F32);
+        let B = f.match_sparse_buffer("B", b, [JB], F32);
+        let S = f.match_sparse_buffer("S", s_, [O], F32);
+        f.sp_iter_with("dot", (O, intersect([JA, JB])), "SR").vars(["o", "j"]).body(|s, [o, j]| {
+            s.init(|s| s.store(S.at([o]), 0.0));
+            s.store(S.at([o]), S.at([o]) + A.at([j]) * B.at([j]));
+        });
+    })
+    .unwrap();
+    same(&dot, &text("coiter_dot"));
+}

@@ -934,7 +934,7 @@ impl Copier<'_> {
             StmtKind::Evaluate(e) => StmtKind::Evaluate(self.expr(e)?),
             StmtKind::SpIter(it) => {
                 if let Some((r, _, _)) = &self.rule {
-                    if it.axes.iter().flat_map(|a| a.axes()).any(|a| r.before.contains(&a)) {
+                    if it.axes.iter().flat_map(|a| a.members()).any(|a| r.before.contains(&a)) {
                         return Err(self.err("a nested sp_iter over a decomposed axis"));
                     }
                 }

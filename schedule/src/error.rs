@@ -235,6 +235,12 @@ pub enum ScheduleError {
         /// The iterator.
         iter: String,
     },
+    /// A co-iteration's iterator cannot be fused.
+    #[error("iterator `{iter}` co-iterates (union or intersect) and cannot be fused")]
+    CannotFuseMerge {
+        /// The iterator.
+        iter: String,
+    },
     /// Fused iterators must all be spatial or all be reductions.
     #[error("the iterators {iters:?} mix spatial and reduction kinds ({kinds})")]
     MixedKinds {

@@ -36,6 +36,59 @@ const PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
     ("csf_mttkrp", 3, &[("rank", "4")], "y"),
 ];
 
+/// The co-iteration programs, which read `A` and `B` (`B` a partner of `A`'s file, see
+/// [`partner`]): file stem, the modes of the tensors, output.
+const PAIR_PROGRAMS: &[(&str, usize, &str)] = &[
+    ("coiter_add_spmv", 2, "y"),
+    ("coiter_mul_spmv", 2, "y"),
+    ("coiter_add", 2, "c"),
+    ("coiter_dot", 1, "s"),
+];
+
+/// A second operand for `t` written into `dir`: about half of `t`'s entries (other values)
+/// and as many new ones at random coordinates, so that two rows share some coordinates and
+/// not others, and some rows of one operand are empty where the other's are not.
+fn partner(dir: &Path, name: &str, t: &Tensor<i64, f64>) -> PathBuf {
+    let mut rng = Rng::new(0xb0b + t.nnz() as u64);
+    let n = t.dims().len();
+    let mut coords = vec![Vec::new(); n];
+    let mut values = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut push = |at: Vec<i64>, v: f64, coords: &mut Vec<Vec<i64>>, values: &mut Vec<f64>| {
+        if seen.insert(at.clone()) {
+            for (d, c) in at.into_iter().enumerate() {
+                coords[d].push(c);
+            }
+            values.push(v);
+        }
+    };
+    for e in 0..t.nnz() {
+        if rng.below(2) == 0 {
+            push((0..n).map(|d| t.coords(d)[e]).collect(), (rng.f32() * 4.0 - 2.0) as f64, &mut coords, &mut values);
+        }
+    }
+    for _ in 0..t.nnz().div_ceil(2) {
+        let at = t.dims().iter().map(|&d| rng.below(d) as i64).collect();
+        push(at, (rng.f32() * 4.0 - 2.0) as f64, &mut coords, &mut values);
+    }
+    if n == 2 {
+        // A Matrix Market file states its shape.
+        let mut coo = sparsec::formats::Coo::<i64, f64>::zeros(t.dims()[0], t.dims()[1]).unwrap();
+        for (e, v) in values.iter().enumerate() {
+            coo.push(coords[0][e] as usize, coords[1][e] as usize, *v).unwrap();
+        }
+        let path = dir.join(format!("{name}-partner.mtx"));
+        sparsec::formats::mtx::write_mtx_coo(std::fs::File::create(&path).unwrap(), &coo).unwrap();
+        return path;
+    }
+    // A `.tns` file's shape is its largest coordinates: the last corner keeps `t`'s.
+    push(t.dims().iter().map(|&d| d as i64 - 1).collect(), 1.0, &mut coords, &mut values);
+    let b = Tensor::try_new(t.dims().to_vec(), coords, values).expect("coordinates in range");
+    let path = dir.join(format!("{name}-partner.tns"));
+    std::fs::write(&path, write_tns(&b)).unwrap();
+    path
+}
+
 /// `examples/formats/<stem>.sptir`, parsed.
 pub fn program(stem: &str) -> Func {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/formats").join(format!("{stem}.sptir"));
@@ -154,6 +207,50 @@ fn reference(stem: &str, t: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
     y.into_iter().map(|v| v as f32).collect()
 }
 
+/// The output of co-iteration program `stem` from the entries of `a` and `b` and the bound
+/// inputs, in f64 (duplicates summed, as binding sums them).
+fn pair_reference(stem: &str, a: &Tensor<i64, f64>, b: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
+    use std::collections::BTreeMap;
+    let sum = |t: &Tensor<i64, f64>| {
+        let mut m: BTreeMap<Vec<i64>, f64> = BTreeMap::new();
+        for e in 0..t.nnz() {
+            *m.entry((0..t.dims().len()).map(|d| t.coords(d)[e]).collect()).or_default() += t.values()[e];
+        }
+        m
+    };
+    let (ma, mb) = (sum(a), sum(b));
+    let y: Vec<f64> = match stem {
+        "coiter_add_spmv" | "coiter_mul_spmv" => {
+            let x = input(args, "x");
+            let mut y = vec![0.0; a.dims()[0]];
+            if stem == "coiter_add_spmv" {
+                for (k, v) in ma.iter().chain(&mb) {
+                    y[k[0] as usize] += v * x[k[1] as usize];
+                }
+            } else {
+                for (k, v) in &ma {
+                    if let Some(w) = mb.get(k) {
+                        y[k[0] as usize] += v * w * x[k[1] as usize];
+                    }
+                }
+            }
+            y
+        }
+        "coiter_add" => {
+            // Entries outside both patterns keep what the output held (the binder's zeros).
+            let cols = a.dims()[1];
+            let mut c = vec![0.0; a.dims()[0] * cols];
+            for (k, v) in ma.iter().chain(&mb) {
+                c[k[0] as usize * cols + k[1] as usize] += v;
+            }
+            c
+        }
+        "coiter_dot" => vec![ma.iter().filter_map(|(k, v)| mb.get(k).map(|w| v * w)).sum()],
+        _ => panic!("no reference for {stem}"),
+    };
+    y.into_iter().map(|v| v as f32).collect()
+}
+
 /// Every program on every file it reads (the files written into `dir`); `max_nnz` skips
 /// larger files (for slow backends).
 pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
@@ -177,6 +274,29 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
             let label = format!("{stem} on {name}");
             let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
             let want = reference(stem, &t, &args);
+            out.push(FileCase { label, func: func.clone(), args, output, want });
+        }
+    }
+    for &(stem, order, output) in PAIR_PROGRAMS {
+        let func = program(stem);
+        let files = if order == 2 { mats.clone() } else { tensors(dir, order) };
+        for (name, path) in files {
+            let a = entries(&path);
+            // A dense output of every row and column stays small.
+            if a.nnz() > max_nnz || (stem == "coiter_add" && a.dims().iter().product::<usize>() > 1 << 22) {
+                continue;
+            }
+            let other = partner(dir, &name, &a);
+            let b = entries(&other);
+            let files = [("A", path.clone()), ("B", other)];
+            let spec = RunSpec {
+                matrices: files.iter().map(|(k, p)| (k.to_string(), p.clone())).collect(),
+                seed: 7,
+                ..RunSpec::default()
+            };
+            let label = format!("{stem} on {name}");
+            let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let want = pair_reference(stem, &a, &b, &args);
             out.push(FileCase { label, func: func.clone(), args, output, want });
         }
     }

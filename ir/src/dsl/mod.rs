@@ -106,7 +106,7 @@ pub use expr::{
 };
 
 use crate::expr::Expr;
-use crate::func::{Func, ParamKind, SpIterAxis, Stmt, StmtKind, VarId};
+use crate::func::{Func, MergeOp, ParamKind, SpIterAxis, Stmt, StmtKind, VarId};
 use crate::verify::verify_func;
 
 /// `i32`
@@ -143,7 +143,7 @@ pub fn func(name: impl Into<String>, build: impl FnOnce(&mut FuncBuilder<'_>)) -
 }
 
 /// One entry of a sparse iteration's axis list: an axis ([`AxisRef`] converts into it),
-/// [`fuse`] or [`attach`].
+/// [`fuse`], [`attach`], [`union`] or [`intersect`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpAxis(SpAxisKind);
 
@@ -152,6 +152,7 @@ enum SpAxisKind {
     Axis(AxisRef),
     Fuse(Vec<AxisRef>),
     Attach(AxisRef, AxisRef),
+    Merge(MergeOp, Vec<AxisRef>),
 }
 
 impl SpAxis {
@@ -161,6 +162,7 @@ impl SpAxis {
             SpAxisKind::Axis(a) => vec![*a],
             SpAxisKind::Fuse(g) => g.clone(),
             SpAxisKind::Attach(a, p) => vec![*a, *p],
+            SpAxisKind::Merge(_, g) => g.clone(),
         }
     }
 
@@ -169,6 +171,7 @@ impl SpAxis {
         match &self.0 {
             SpAxisKind::Axis(a) | SpAxisKind::Attach(a, _) => vec![*a],
             SpAxisKind::Fuse(g) => g.clone(),
+            SpAxisKind::Merge(_, g) => g.first().copied().into_iter().collect(),
         }
     }
 
@@ -177,6 +180,7 @@ impl SpAxis {
             SpAxisKind::Axis(a) => SpIterAxis::Axis(a.id),
             SpAxisKind::Fuse(g) => SpIterAxis::Fuse(g.iter().map(|a| a.id).collect()),
             SpAxisKind::Attach(a, p) => SpIterAxis::Attach { axis: a.id, parent: p.id },
+            SpAxisKind::Merge(op, g) => SpIterAxis::Merge { op: *op, axes: g.iter().map(|a| a.id).collect() },
         }
     }
 }
@@ -193,6 +197,17 @@ pub fn fuse(axes: impl IntoIterator<Item = AxisRef>) -> SpAxis {
     SpAxis(SpAxisKind::Fuse(axes.into_iter().collect()))
 }
 
+/// `union(axes)`: one iterator over the coordinates stored in any of the axes' rows
+/// (co-iteration; the axes share parent, length and index type).
+pub fn union(axes: impl IntoIterator<Item = AxisRef>) -> SpAxis {
+    SpAxis(SpAxisKind::Merge(MergeOp::Union, axes.into_iter().collect()))
+}
+
+/// `intersect(axes)`: one iterator over the coordinates stored in every one of the axes' rows.
+pub fn intersect(axes: impl IntoIterator<Item = AxisRef>) -> SpAxis {
+    SpAxis(SpAxisKind::Merge(MergeOp::Intersect, axes.into_iter().collect()))
+}
+
 /// `attach(axis, parent)`: iterate `axis` with its row picked by the iterator over `parent`
 /// instead of its declared (dense-fixed) parent.
 pub fn attach(axis: AxisRef, parent: AxisRef) -> SpAxis {
@@ -200,7 +215,7 @@ pub fn attach(axis: AxisRef, parent: AxisRef) -> SpAxis {
 }
 
 /// The axis list of a sparse iteration: arrays and `Vec`s of axes (or of [`SpAxis`]), and
-/// tuples (up to 8) mixing axes, [`fuse`] and [`attach`].
+/// tuples (up to 8) mixing axes, [`fuse`], [`attach`], [`union`] and [`intersect`].
 pub trait SpAxes {
     /// The entries, outermost first.
     fn into_sp_axes(self) -> Vec<SpAxis>;

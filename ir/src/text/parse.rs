@@ -847,6 +847,15 @@ impl FuncBuilder {
                     let g = q.into_inner().map(|a| self.axis(&a)).collect::<PResult<Vec<_>>>()?;
                     axes.push(SpIterAxis::Fuse(g));
                 }
+                Rule::merge_axis => {
+                    let mut a = q.into_inner();
+                    let op = match a.next().expect("grammar: merge op").as_str() {
+                        "union" => MergeOp::Union,
+                        _ => MergeOp::Intersect,
+                    };
+                    let members = a.map(|x| self.axis(&x)).collect::<PResult<Vec<_>>>()?;
+                    axes.push(SpIterAxis::Merge { op, axes: members });
+                }
                 Rule::attach_axis => {
                     let mut a = q.into_inner();
                     let axis = self.axis(&a.next().expect("grammar: attach axis"))?;

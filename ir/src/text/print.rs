@@ -403,6 +403,9 @@ impl Printer<'_> {
                         SpIterAxis::Attach { axis, parent } => {
                             format!("attach({}, {})", self.axis(*axis), self.axis(*parent))
                         }
+                        SpIterAxis::Merge { op, axes } => {
+                            format!("{}({})", op.name(), axes.iter().map(|a| self.axis(*a)).collect::<Vec<_>>().join(", "))
+                        }
                     })
                     .collect();
                 let vars: Vec<&str> = it.vars.iter().map(|v| self.var(*v)).collect();

@@ -13,6 +13,8 @@ struct Iter {
     /// The axis whose iterator picks the row: the declared parent, the previous member of a
     /// fuse group, or the new parent of an `attach`.
     parent: Option<AxisId>,
+    /// The axes a co-iteration merges (empty otherwise).
+    merged: Vec<AxisId>,
 }
 
 impl<'f> Verifier<'f> {
@@ -178,6 +180,11 @@ impl<'f> Verifier<'f> {
             if !f.axes.contains(p) {
                 continue; // reported where the parent is declared
             }
+            if let Some(j) = iters[..k].iter().rposition(|j| j.merged.contains(&p)) {
+                let _ = j;
+                self.err(K::BelowMerge { sp_iter: name.to_string(), axis: self.axis_name(a), parent: self.axis_name(p) });
+                continue;
+            }
             match iters[..k].iter().rposition(|j| j.axis == Some(p)) {
                 // Without an init, a spatial iterator below a reduction is a scatter: every
                 // point accumulates, and no per-point init has to run before the reduction.
@@ -220,7 +227,7 @@ impl<'f> Verifier<'f> {
             let reducer = (kind(k) == Some(IterKind::Reduce)).then_some(Reducer::SpIter(name));
             self.bind(v, reducer);
         }
-        for a in iters.iter().filter_map(|i| i.axis) {
+        for a in iters.iter().filter(|i| i.merged.is_empty()).filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] += 1;
         }
         self.check_kinds(it);
@@ -228,7 +235,7 @@ impl<'f> Verifier<'f> {
             self.stmts(init);
         }
         self.stmts(&it.body);
-        for a in iters.iter().filter_map(|i| i.axis) {
+        for a in iters.iter().filter(|i| i.merged.is_empty()).filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] -= 1;
         }
         self.pop_to(mark);
@@ -266,6 +273,10 @@ impl<'f> Verifier<'f> {
                         iters.push(iter);
                     }
                 }
+                SpIterAxis::Merge { op, axes } => {
+                    let iter = self.merged(it, *op, axes);
+                    iters.push(iter);
+                }
                 SpIterAxis::Attach { axis, parent } => {
                     let mut iter = self.declared(*axis);
                     if let Some(x) = iter.axis.and_then(|a| f.axes.try_get(a)) {
@@ -299,13 +310,51 @@ impl<'f> Verifier<'f> {
         iters
     }
 
+    /// The one iterator of a co-iteration: its members must be sorted sparse axes whose rows
+    /// hold each coordinate once (sparse-variable, or root sparse-fixed), of one parent,
+    /// length and index type.
+    fn merged(&mut self, it: &'f SpIter, op: crate::func::MergeOp, axes: &'f [AxisId]) -> Iter {
+        let f = self.f;
+        let Some(&first) = axes.first() else { return Iter { axis: None, parent: None, merged: vec![] } };
+        let mut iter = self.declared(first);
+        iter.merged = axes.to_vec();
+        let Some(a0) = f.axes.try_get(first) else { return iter };
+        for (k, &a) in axes.iter().enumerate() {
+            let Some(x) = f.axes.try_get(a) else {
+                self.dangling("axis", a, f.axes.len());
+                continue;
+            };
+            let why = if !(x.kind == AxisKind::SparseVariable || x.kind == AxisKind::SparseFixed && x.parent.is_none()) {
+                Some(format!("it is {}; only sparse-variable and root sparse-fixed axes, whose rows hold each coordinate once, merge", x.kind.name()))
+            } else if !x.sorted {
+                Some("its coordinates are not sorted (`sorted = false`)".to_string())
+            } else if axes[..k].contains(&a) {
+                Some("it is named twice".to_string())
+            } else if a == first {
+                None
+            } else if x.parent != a0.parent {
+                Some(format!("its parent is {}, not {}", x.parent.map_or("none".into(), |p| format!("`{}`", self.axis_name(p))), a0.parent.map_or("none".into(), |p| format!("`{}`", self.axis_name(p)))))
+            } else if x.length != a0.length {
+                Some("its length differs".to_string())
+            } else if x.idtype != a0.idtype {
+                Some(format!("its index type is {}, not {}", x.idtype, a0.idtype))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.err(K::MergeAxes { sp_iter: it.name.clone(), op: op.name(), axis: x.name.clone(), first: a0.name.clone(), why });
+            }
+        }
+        iter
+    }
+
     /// An iterator over `a` with its declared parent.
     fn declared(&mut self, a: AxisId) -> Iter {
         match self.f.axes.try_get(a) {
-            Some(axis) => Iter { axis: Some(a), parent: axis.parent },
+            Some(axis) => Iter { axis: Some(a), parent: axis.parent, merged: vec![] },
             None => {
                 self.dangling("axis", a, self.f.axes.len());
-                Iter { axis: None, parent: None }
+                Iter { axis: None, parent: None, merged: vec![] }
             }
         }
     }

@@ -286,6 +286,32 @@ pub enum VerifyErrorKind {
         /// What the declared parent is instead.
         found: String,
     },
+    /// A co-iterated axis that cannot be merged with the first: not a sorted sparse axis
+    /// with rows of its own, or another parent, length or index type.
+    #[error("{op}(..) in sp_iter `{sp_iter}`: `{axis}` cannot be co-iterated with `{first}`: {why}")]
+    MergeAxes {
+        /// The sp_iter.
+        sp_iter: String,
+        /// `union` or `intersect`.
+        op: &'static str,
+        /// The member at fault.
+        axis: String,
+        /// The first member.
+        first: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// An axis iterated below a co-iterated one: a co-iteration's iterator picks no row of
+    /// any one member.
+    #[error("sp_iter `{sp_iter}`: `{axis}` lies below `{parent}`, which a co-iteration iterates; a coordinate of a union or intersection picks no row of `{parent}`")]
+    BelowMerge {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The child axis.
+        axis: String,
+        /// The co-iterated parent.
+        parent: String,
+    },
     /// A spatial iterator below a reduction iterator of the same sp_iter that has an init.
     #[error("sp_iter `{sp_iter}`: spatial iterator `{var}` over `{axis}` lies below `{parent}`, which a reduction iterator of the same sp_iter iterates, so its init cannot run once per spatial point before the reduction: zero the output in a separate sp_iter and drop the init")]
     SpatialUnderReduction {

@@ -64,6 +64,7 @@ impl<'f> Points<'f> {
             .flat_map(|a| match a {
                 SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![*a],
                 SpIterAxis::Fuse(v) => v.clone(),
+                m @ SpIterAxis::Merge { .. } => m.axes(),
             })
             .collect();
         let spans = axes.iter().map(|a| f.axes.try_get(*a).map(|x| x.length.clone())).collect();

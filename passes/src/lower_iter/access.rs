@@ -58,19 +58,36 @@ impl Lowerer<'_> {
         let mut pos: Vec<Expr> = Vec::with_capacity(axes.len());
         let mut found: Option<Expr> = None;
         for (d, (&a, e)) in axes.iter().zip(idx).enumerate() {
+            // A co-iteration's cursor over this axis: its position where it stands at the
+            // coordinate, absent otherwise.
+            let mut cursor = None;
             if let Expr::Var(v) = e {
                 if let Some(it) = self.iter_of(*v) {
                     let in_row = match it.row_src {
                         None => true,
                         Some(src) => d > 0 && idx[d - 1] == Expr::Var(src),
                     };
-                    if it.axis == a && in_row {
+                    if it.axis == a && in_row && it.merged.is_empty() {
                         pos.push(it.pos.clone());
                         continue;
+                    }
+                    if in_row {
+                        cursor = it.merged.iter().find(|m| m.0 == a).map(|m| (m.1.clone(), m.2.clone()));
                     }
                 }
             }
             let axis = self.out.axes[a].clone();
+            if let Some((p, present)) = cursor {
+                pos.push(p);
+                if present == Expr::Bool(true) {
+                    continue;
+                }
+                found = Some(match found {
+                    None => present,
+                    Some(prev) => Expr::binary(BinOp::And, prev, present),
+                });
+                continue;
+            }
             let coord = self.expr(e, pre)?;
             if axis.kind == AxisKind::DenseFixed {
                 pos.push(coord);

@@ -4,10 +4,10 @@
 //! `indptr` differences, and each block binds one block variable per loop.
 
 use super::{IterInfo, Lowerer};
-use crate::build::{int, mul, stmt, sub};
+use crate::build::{add, bin, int, mul, stmt, store, sub};
 use crate::PassError;
 use sparsec_ir::expr::{BinOp, Expr};
-use sparsec_ir::func::{Attrs, AxisId, Block, BlockIter, For, SpIter, SpIterAxis, Stmt, StmtKind, VarId};
+use sparsec_ir::func::{Attrs, AxisId, Block, BlockIter, For, MergeOp, SpIter, SpIterAxis, Stmt, StmtKind, VarId};
 use sparsec_ir::{AxisKind, ForKind, IterKind};
 
 /// One entry of a sparse iteration's axis list with its variables and kinds.
@@ -93,6 +93,13 @@ impl Lowerer<'_> {
         if ids.is_empty() {
             out.extend(self.nest(plan, b + 1, mode, opened)?);
             return Ok(out);
+        }
+        if let [e] = ids[..] {
+            if let SpIterAxis::Merge { op, axes } = &plan.entries[e].spec {
+                let s = self.merge_nest(plan, b, mode, &plan.entries[e], *op, axes)?;
+                out.push(s);
+                return Ok(out);
+            }
         }
         self.namer.push();
         let depth = self.iters.len();
@@ -193,8 +200,102 @@ impl Lowerer<'_> {
                 self.push_iter(e.vars[0], a, Expr::Var(bv), prefix, row_src);
             }
             SpIterAxis::Fuse(group) => self.open_fused(e, group, loops, iters, head)?,
+            SpIterAxis::Merge { .. } => return Err(PassError::Internal("a co-iteration shares a block".into())),
         }
         Ok(())
+    }
+
+    /// A co-iteration (`union`/`intersect` of sparse axes with one parent): a block of no
+    /// iterators holding a merge loop, one cursor per member. Each step reads each cursor's
+    /// coordinate (the axis length once the cursor has passed its row's end), takes the
+    /// least as the iterator's coordinate, runs the body (an intersection only where every
+    /// cursor stands there) and moves the cursors that stand there. The loop runs while any
+    /// (union) or every (intersection) cursor is inside its row: at most the rows' total
+    /// length of steps. Accesses through the iterator to a member use its cursor's position.
+    fn merge_nest(&mut self, plan: &Plan, b: usize, mode: Mode, e: &Entry, op: MergeOp, axes: &[AxisId]) -> Result<Stmt, PassError> {
+        self.namer.push();
+        let depth = self.iters.len();
+        let r = (|| {
+            let first = &self.out.axes[axes[0]];
+            let (idtype, length, parent) = (first.idtype, first.length.clone(), first.parent);
+            let (row, row_src) = match parent {
+                None => (vec![], None),
+                Some(p) => {
+                    let pi = self.iter_over(p).cloned().ok_or_else(|| self.not_iterated(p))?;
+                    (pi.chain.clone(), Some(pi.var))
+                }
+            };
+            let name = self.src.vars[e.vars[0]].name.clone();
+            let mut head = Vec::new();
+            let mut step = Vec::new();
+            let (mut inside, mut cursors, mut coords) = (Vec::new(), Vec::new(), Vec::new());
+            let at = vec![Expr::i32(0)];
+            for &a in axes {
+                let axis_name = self.out.axes[a].name.clone();
+                let len = self.row_len(a, &row);
+                let len = self.bind(&format!("{axis_name}_len"), len, &mut head);
+                let (cur, alloc) = self.local_scalar(&format!("{axis_name}_cursor"), idtype);
+                head.push(alloc);
+                head.push(store(cur, at.clone(), int(0, idtype)));
+                let p = Expr::Load(cur, at.clone());
+                inside.push(bin(&self.out, BinOp::Lt, p.clone(), len));
+                // The cursor's coordinate, or the axis length past the row's end.
+                let (c, alloc) = self.local_scalar(&format!("{axis_name}_coord"), idtype);
+                step.push(alloc);
+                step.push(store(c, at.clone(), length.clone()));
+                let pos = self.bind(&format!("{axis_name}_pos"), p, &mut step);
+                let mut probe = row.clone();
+                probe.push(pos.clone());
+                let ind = self.indices_buffer(a);
+                step.push(stmt(StmtKind::If {
+                    cond: inside.last().cloned().expect("pushed"),
+                    then_body: vec![store(c, at.clone(), Expr::Load(ind, probe))],
+                    else_body: vec![],
+                }));
+                let coord = self.bind(&format!("{axis_name}_at"), Expr::Load(c, at.clone()), &mut step);
+                cursors.push((a, cur, pos));
+                coords.push(coord);
+            }
+            let least = coords[1..].iter().fold(coords[0].clone(), |m, c| Expr::binary(BinOp::Min, m, c.clone()));
+            let j = self.bind(&name, least, &mut step);
+            let here: Vec<Expr> = coords.iter().map(|c| bin(&self.out, BinOp::Eq, c.clone(), j.clone())).collect();
+            // Inside an intersection's body every cursor stands at the coordinate.
+            let merged = cursors
+                .iter()
+                .zip(&here)
+                .map(|((a, _, p), h)| (*a, p.clone(), if op == MergeOp::Intersect { Expr::Bool(true) } else { h.clone() }))
+                .collect();
+            self.iters.push(IterInfo { var: e.vars[0], axis: axes[0], pos: j.clone(), coord: j.clone(), chain: vec![], row_src, merged });
+            let inner = self.nest(plan, b + 1, mode, true)?;
+            match op {
+                MergeOp::Union => step.extend(inner),
+                MergeOp::Intersect => {
+                    let all = here[1..].iter().fold(here[0].clone(), |a, h| Expr::binary(BinOp::And, a, h.clone()));
+                    step.push(stmt(StmtKind::If { cond: all, then_body: inner, else_body: vec![] }));
+                }
+            }
+            for ((_, cur, p), h) in cursors.iter().zip(&here) {
+                let one = Expr::Select(Box::new(h.clone()), Box::new(int(1, idtype)), Box::new(int(0, idtype)));
+                step.push(store(*cur, at.clone(), add(&self.out, p.clone(), one)));
+            }
+            let join = match op {
+                MergeOp::Union => BinOp::Or,
+                MergeOp::Intersect => BinOp::And,
+            };
+            let cond = inside[1..].iter().fold(inside[0].clone(), |a, c| Expr::binary(join, a, c.clone()));
+            head.push(stmt(StmtKind::While { cond, body: step }));
+            Ok(head)
+        })();
+        self.iters.truncate(depth);
+        self.namer.pop();
+        let body = r?;
+        let base = match mode {
+            Mode::Main => format!("{}{b}", plan.it.name),
+            Mode::Init => format!("{}_init{b}", plan.it.name),
+        };
+        let name = self.block_name(&base);
+        let attrs = if b == 0 && mode == Mode::Main { plan.it.attrs.clone() } else { Attrs::new() };
+        Ok(stmt(StmtKind::Block(Block { name, iters: vec![], reads: vec![], writes: vec![], init: None, body, attrs })))
     }
 
     fn push_iter(&mut self, var: VarId, axis: AxisId, pos: Expr, mut chain: Vec<Expr>, row_src: Option<VarId>) {
@@ -205,7 +306,7 @@ impl Lowerer<'_> {
         } else {
             pos.clone()
         };
-        self.iters.push(IterInfo { var, axis, pos, coord, chain, row_src });
+        self.iters.push(IterInfo { var, axis, pos, coord, chain, row_src, merged: vec![] });
     }
 
     fn not_iterated(&self, a: AxisId) -> PassError {
@@ -307,10 +408,12 @@ fn partition(entries: &[Entry], parent: impl Fn(AxisId) -> Option<AxisId>) -> Ve
             SpIterAxis::Axis(a) => parent(*a),
             SpIterAxis::Fuse(g) => parent(g[0]),
             SpIterAxis::Attach { parent: q, .. } => Some(*q),
+            SpIterAxis::Merge { axes, .. } => axes.first().and_then(|a| parent(*a)),
         };
         let depends = dep_axis.is_some_and(|p| current.iter().any(|&c| entries[c].spec.axes().contains(&p)));
-        let after_fuse = current.last().is_some_and(|&c| matches!(entries[c].spec, SpIterAxis::Fuse(_)));
-        if !current.is_empty() && (depends || after_fuse) {
+        let after_fuse = current.last().is_some_and(|&c| matches!(entries[c].spec, SpIterAxis::Fuse(_) | SpIterAxis::Merge { .. }));
+        // A co-iteration is a block of its own (its merge loop holds the rest).
+        if !current.is_empty() && (depends || after_fuse || e.spec.is_merge()) {
             blocks.push(std::mem::take(&mut current));
         }
         current.push(i);

@@ -60,6 +60,9 @@ struct IterInfo {
     chain: Vec<Expr>,
     /// The Stage-I iterator whose value picks this iterator's row (parent, or attach target).
     row_src: Option<VarId>,
+    /// A co-iteration's members: each axis, its cursor's position, and whether the cursor
+    /// stands at the iterator's coordinate (empty for other iterators, whose `pos` is theirs).
+    merged: Vec<(AxisId, Expr, Expr)>,
 }
 
 /// State of the lowering of one function.
@@ -113,9 +116,9 @@ impl<'a> Lowerer<'a> {
         self.iters.iter().rev().find(|i| i.var == v)
     }
 
-    /// The innermost iterator over axis `a`.
+    /// The innermost iterator over axis `a` (a co-iteration stands for none of its members).
     fn iter_over(&self, a: AxisId) -> Option<&IterInfo> {
-        self.iters.iter().rev().find(|i| i.axis == a)
+        self.iters.iter().rev().find(|i| i.axis == a && i.merged.is_empty())
     }
 
     /// Lowers a statement list into a list of its own.

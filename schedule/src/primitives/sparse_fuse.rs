@@ -71,6 +71,9 @@ impl Schedule {
             if matches!(it.axes[owner[i].0], SpIterAxis::Attach { .. }) {
                 return Err(ScheduleError::CannotFuseAttach { iter: names[i].clone() });
             }
+            if it.axes[owner[i].0].is_merge() {
+                return Err(ScheduleError::CannotFuseMerge { iter: names[i].clone() });
+            }
         }
         // A parent chain, in the order given, from a root axis.
         let chain: Vec<AxisId> = idx.iter().map(|&i| all_axes[i]).collect();

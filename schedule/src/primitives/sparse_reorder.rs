@@ -108,5 +108,6 @@ fn entry_parent(g: &Func, spec: &SpIterAxis) -> Option<AxisId> {
         SpIterAxis::Axis(a) => g.axes.try_get(*a).and_then(|x| x.parent),
         SpIterAxis::Fuse(group) => group.first().and_then(|a| g.axes.try_get(*a)).and_then(|x| x.parent),
         SpIterAxis::Attach { parent, .. } => Some(*parent),
+        SpIterAxis::Merge { axes, .. } => axes.first().and_then(|a| g.axes.try_get(*a)).and_then(|x| x.parent),
     }
 }
