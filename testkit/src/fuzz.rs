@@ -462,18 +462,23 @@ pub struct GenOptions {
     /// Sometimes ELL rows padded with a repeated coordinate (as `formats` pads them; from the
     /// same stream of its own).
     pub padded_rows: bool,
+    /// Sometimes an iterator over a CSR column axis becomes a co-iteration, `union` or
+    /// `intersect` with another (a new one where the program has none; same stream).
+    pub merges: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true }
+        // Co-iterations stay off until `tests/fuzz_open/coiteration_read_beside_a_sibling_write.sptir`
+        // is fixed.
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: false }
     }
 }
 
 impl GenOptions {
     /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
     pub fn all() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true }
     }
 }
 
@@ -996,8 +1001,83 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
             g.prog.iters.push(it);
         }
     }
-    let prog = g.prog;
+    let mut prog = g.prog;
+    if opts.merges && side.below(3) == 0 {
+        co_iterate(&mut prog, &mut rows, &mut side, rows_of, n);
+    }
     Case { seed, prog, data: Data { m, n, f, rows, stored_rows, seed: vseed, finite: !opts.non_finite } }
+}
+
+/// Turns one iterator over a CSR column axis `J<t>` (an entry of its own) into a
+/// co-iteration of `J<t>` with another CSR axis, added (with rows from `side`) where the
+/// program has none. A union only where no store takes the iterator as a coordinate of a
+/// sparse dimension (which a union's coordinate may be absent from); an intersection anywhere.
+fn co_iterate(prog: &mut Prog, rows: &mut Vec<Vec<Vec<i32>>>, side: &mut Rng, rows_of: usize, n: usize) {
+    /// Visits every single-axis entry over a CSR axis: (iteration, entry index, variable).
+    fn entries(it: &mut SpIter, cols: &[ColKind], f: &mut dyn FnMut(&mut SpIter, usize, String)) {
+        for e in 0..it.axes.len() {
+            let csr = it.axes[e].len() == 1
+                && it.axes[e][0].strip_prefix('J').and_then(|t| t.parse::<usize>().ok()).is_some_and(|t| cols[t] == ColKind::SparseVariable);
+            if csr {
+                let k: usize = it.axes[..e].iter().map(Vec::len).sum();
+                let var = it.vars[k].clone();
+                f(it, e, var);
+            }
+        }
+        for item in &mut it.body {
+            if let Item::Iter(inner) = item {
+                entries(inner, cols, f);
+            }
+        }
+    }
+    /// Whether a store of `it` (nested ones too) indexes a sparse column dimension by `var`.
+    fn sparse_store(it: &SpIter, var: &str, bufs: &[Buf], cols: &[ColKind]) -> bool {
+        let sparse = |axis: &str| axis.strip_prefix('J').and_then(|t| t.parse::<usize>().ok()).is_some_and(|t| cols[t] != ColKind::DenseFixed);
+        let hit = |s: &Store| {
+            let axes = bufs.iter().find(|b| b.name == s.buf).map(|b| b.axes.clone()).unwrap_or_default();
+            s.idx.iter().zip(&axes).any(|(e, a)| e.head == Head::Var(var.to_string()) && sparse(a))
+        };
+        it.init.iter().any(hit)
+            || it.body.iter().any(|item| match item {
+                Item::Store(s) => hit(s),
+                Item::Iter(inner) => sparse_store(inner, var, bufs, cols),
+            })
+    }
+    let cols = prog.cols.clone();
+    let mut count = 0;
+    for it in &mut prog.iters {
+        entries(it, &cols, &mut |_, _, _| count += 1);
+    }
+    if count == 0 {
+        return;
+    }
+    let pick = side.below(count);
+    let others: Vec<usize> = (0..cols.len()).filter(|&t| cols[t] == ColKind::SparseVariable).collect();
+    let partner_of = |own: usize, side: &mut Rng, prog_cols: &mut Vec<ColKind>, rows: &mut Vec<Vec<Vec<i32>>>| {
+        match others.iter().copied().filter(|&u| u != own).collect::<Vec<_>>() {
+            o if !o.is_empty() && side.below(2) == 0 => o[side.below(o.len())],
+            _ => {
+                prog_cols.push(ColKind::SparseVariable);
+                rows.push(gen_rows(side, ColKind::SparseVariable, rows_of, n));
+                prog_cols.len() - 1
+            }
+        }
+    };
+    let (bufs, mut new_cols) = (prog.bufs.clone(), prog.cols.clone());
+    let mut seen = 0;
+    for it in &mut prog.iters {
+        entries(it, &cols, &mut |it, e, var| {
+            if seen == pick {
+                let own: usize = it.axes[e][0][1..].parse().unwrap_or(0);
+                let other = partner_of(own, side, &mut new_cols, rows);
+                let union = !sparse_store(it, &var, &bufs, &cols) && side.below(2) == 0;
+                let op = if union { "union" } else { "intersect" };
+                it.axes[e] = vec![format!("{op}(J{own}, J{other})")];
+            }
+            seen += 1;
+        });
+    }
+    prog.cols = new_cols;
 }
 
 /// Transcendental intrinsics: correctly rounded by the interpreter, within a few ulp on GPUs

@@ -86,7 +86,9 @@ fn random_programs_agree_with_the_interpreter() {
     let (mut agree, mut refused, mut other) = (0, 0, 0);
     let mut failures = Vec::new();
     let mut reasons = std::collections::BTreeMap::new();
-    let random = (first..first + cases).map(|s| (s, GenOptions { non_finite: s % 4 == 0, ..GenOptions::default() }));
+    // `SPARSEC_FUZZ_ALL=1`: also the constructs with open bugs (`tests/fuzz_open/`).
+    let base = if std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1") { GenOptions::all() } else { GenOptions::default() };
+    let random = (first..first + cases).map(|s| (s, GenOptions { non_finite: s % 4 == 0, ..base }));
     // Regressions replay the cases their seeds gave when they were found (no sparse or padded rows then).
     let regressions =
         REGRESSIONS.iter().map(|&(s, nf)| (s, GenOptions { non_finite: nf, sparse_rows: false, padded_rows: false, ..GenOptions::default() }));

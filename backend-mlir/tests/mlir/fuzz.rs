@@ -12,7 +12,7 @@
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
 use sparsec_ir::data::Args;
 use sparsec_ir::Func;
-use sparsec_testkit::fuzz::{build_args, generate, parse_reproducer, run_as_cli, to_reproducer, ColKind, Data, Outcome, Runner};
+use sparsec_testkit::fuzz::{build_args, generate, generate_with, parse_reproducer, GenOptions, run_as_cli, to_reproducer, ColKind, Data, Outcome, Runner};
 use std::time::{Duration, Instant};
 
 /// The check of the arguments' sparse structure that no run path skips.
@@ -125,6 +125,8 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
     let cases = env_u64("SPARSEC_FUZZ_CASES").unwrap_or(400);
     let first = env_u64("SPARSEC_FUZZ_SEED").unwrap_or(0x3117);
     let budget = Duration::from_secs(env_u64("SPARSEC_FUZZ_SECONDS").unwrap_or(75));
+    // `SPARSEC_FUZZ_ALL=1`: also the constructs with open bugs (`tests/fuzz_open/`).
+    let all = std::env::var("SPARSEC_FUZZ_ALL").is_ok_and(|v| v == "1");
     let runner = runner();
     let start = Instant::now();
     let (mut ran, mut agree, mut all_failed, mut refused, mut other, mut checked) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
@@ -136,7 +138,7 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
             break;
         }
         ran += 1;
-        let case = generate(seed);
+        let case = if all { generate_with(seed, GenOptions::all()) } else { generate(seed) };
         let (refuse, check) = triage(&case.prog.to_sptir(), &case.prog.cols, &case.data);
         if refuse {
             refused += 1;

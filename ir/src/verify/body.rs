@@ -45,6 +45,7 @@ impl<'f> Verifier<'f> {
                     }
                 }
                 self.reduction_write(*buffer, indices);
+                self.union_write(*buffer, indices);
             }
             StmtKind::SpIter(it) => self.sp_iter(it),
             StmtKind::For(l) => self.for_loop(l),
@@ -227,6 +228,14 @@ impl<'f> Verifier<'f> {
             let reducer = (kind(k) == Some(IterKind::Reduce)).then_some(Reducer::SpIter(name));
             self.bind(v, reducer);
         }
+        let unions = self.union_vars.len();
+        let mut k = 0;
+        for entry in &it.axes {
+            if let (SpIterAxis::Merge { op: crate::func::MergeOp::Union, .. }, Some(&v)) = (entry, it.vars.get(k)) {
+                self.union_vars.push((v, name));
+            }
+            k += entry.axes().len();
+        }
         for a in iters.iter().filter(|i| i.merged.is_empty()).filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] += 1;
         }
@@ -238,6 +247,7 @@ impl<'f> Verifier<'f> {
         for a in iters.iter().filter(|i| i.merged.is_empty()).filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] -= 1;
         }
+        self.union_vars.truncate(unions);
         self.pop_to(mark);
     }
 
@@ -346,6 +356,26 @@ impl<'f> Verifier<'f> {
             }
         }
         iter
+    }
+
+    /// A store whose index at a sparse dimension is a union's iterator: refused, since that
+    /// axis need not store the coordinate (at Stage I such a store is an error when it runs).
+    fn union_write(&mut self, buffer: BufferId, indices: &'f [Expr]) {
+        let f = self.f;
+        let Some(axes) = f.buffers.try_get(buffer).map(|b| b.axes().to_vec()) else { return };
+        for (d, e) in indices.iter().enumerate() {
+            let Expr::Var(v) = e else { continue };
+            let Some(&(_, sp_iter)) = self.union_vars.iter().rev().find(|(u, _)| u == v) else { continue };
+            let Some(axis) = axes.get(d).and_then(|a| f.axes.try_get(*a)) else { continue };
+            if axis.kind != AxisKind::DenseFixed {
+                self.err(K::StoreAtUnionCoordinate {
+                    buffer: self.buffer_name(buffer),
+                    var: self.var_name(*v),
+                    sp_iter: sp_iter.to_string(),
+                    axis: axis.name.clone(),
+                });
+            }
+        }
     }
 
     /// An iterator over `a` with its declared parent.

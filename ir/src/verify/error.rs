@@ -301,6 +301,19 @@ pub enum VerifyErrorKind {
         /// What is wrong.
         why: String,
     },
+    /// A store indexed, at a sparse dimension, by a union's iterator: the coordinate may be
+    /// absent from that axis (where only another member stores it).
+    #[error("the store to `{buffer}` takes `{var}`, the iterator of union(..) in sp_iter `{sp_iter}`, as its coordinate in sparse axis `{axis}`, which may not store it; write a dense buffer, or iterate intersect(..) or the axis itself")]
+    StoreAtUnionCoordinate {
+        /// The buffer.
+        buffer: String,
+        /// The union's iterator.
+        var: String,
+        /// The sp_iter.
+        sp_iter: String,
+        /// The buffer's axis at that index.
+        axis: String,
+    },
     /// An axis iterated below a co-iterated one: a co-iteration's iterator picks no row of
     /// any one member.
     #[error("sp_iter `{sp_iter}`: `{axis}` lies below `{parent}`, which a co-iteration iterates; a coordinate of a union or intersection picks no row of `{parent}`")]
