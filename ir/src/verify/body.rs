@@ -6,6 +6,17 @@ use crate::func::{AxisId, Block, BufferId, For, SpIter, SpIterAxis, Stmt, StmtKi
 use crate::injective::Role;
 use crate::types::{AxisKind, IterKind, Stage};
 
+/// What an iterator of an enclosing sp_iter iterates, for the stores it indexes.
+#[derive(Clone, Debug)]
+pub(super) enum Iterated {
+    /// One axis (plain, fused or attached).
+    Axis(AxisId),
+    /// A union: its coordinates need not be stored in any one member.
+    Union,
+    /// An intersection: every member stores its coordinates.
+    Intersect(Vec<AxisId>),
+}
+
 /// One iterator of a sparse iteration, resolved.
 struct Iter {
     /// The axis iterated; `None` for a dangling handle (already reported).
@@ -45,7 +56,7 @@ impl<'f> Verifier<'f> {
                     }
                 }
                 self.reduction_write(*buffer, indices);
-                self.union_write(*buffer, indices);
+                self.looked_up_write(*buffer, indices);
             }
             StmtKind::SpIter(it) => self.sp_iter(it),
             StmtKind::For(l) => self.for_loop(l),
@@ -228,13 +239,20 @@ impl<'f> Verifier<'f> {
             let reducer = (kind(k) == Some(IterKind::Reduce)).then_some(Reducer::SpIter(name));
             self.bind(v, reducer);
         }
-        let unions = self.union_vars.len();
+        let outer_vars = self.sp_vars.len();
         let mut k = 0;
         for entry in &it.axes {
-            if let (SpIterAxis::Merge { op: crate::func::MergeOp::Union, .. }, Some(&v)) = (entry, it.vars.get(k)) {
-                self.union_vars.push((v, name));
+            let what: Vec<Iterated> = match entry {
+                SpIterAxis::Merge { op: crate::func::MergeOp::Union, .. } => vec![Iterated::Union],
+                SpIterAxis::Merge { axes, .. } => vec![Iterated::Intersect(axes.clone())],
+                other => other.axes().into_iter().map(Iterated::Axis).collect(),
+            };
+            for w in what {
+                if let Some(&v) = it.vars.get(k) {
+                    self.sp_vars.push((v, name, w));
+                }
+                k += 1;
             }
-            k += entry.axes().len();
         }
         for a in iters.iter().filter(|i| i.merged.is_empty()).filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] += 1;
@@ -247,7 +265,7 @@ impl<'f> Verifier<'f> {
         for a in iters.iter().filter(|i| i.merged.is_empty()).filter_map(|i| i.axis) {
             self.axis_iterated[a.index()] -= 1;
         }
-        self.union_vars.truncate(unions);
+        self.sp_vars.truncate(outer_vars);
         self.pop_to(mark);
     }
 
@@ -358,22 +376,37 @@ impl<'f> Verifier<'f> {
         iter
     }
 
-    /// A store whose index at a sparse dimension is a union's iterator: refused, since that
-    /// axis need not store the coordinate (at Stage I such a store is an error when it runs).
-    fn union_write(&mut self, buffer: BufferId, indices: &'f [Expr]) {
+    /// A store whose index at a sparse dimension is an iterator that does not iterate that
+    /// axis: refused, since the axis need not store the coordinate (at Stage
+    /// I such a store is an error where it runs; lowered, it would be a looked-up position no
+    /// block iterator determines). A union's iterator iterates no axis; an intersection's
+    /// iterates each member.
+    fn looked_up_write(&mut self, buffer: BufferId, indices: &'f [Expr]) {
         let f = self.f;
         let Some(axes) = f.buffers.try_get(buffer).map(|b| b.axes().to_vec()) else { return };
         for (d, e) in indices.iter().enumerate() {
             let Expr::Var(v) = e else { continue };
-            let Some(&(_, sp_iter)) = self.union_vars.iter().rev().find(|(u, _)| u == v) else { continue };
-            let Some(axis) = axes.get(d).and_then(|a| f.axes.try_get(*a)) else { continue };
-            if axis.kind != AxisKind::DenseFixed {
-                self.err(K::StoreAtUnionCoordinate {
-                    buffer: self.buffer_name(buffer),
-                    var: self.var_name(*v),
-                    sp_iter: sp_iter.to_string(),
-                    axis: axis.name.clone(),
-                });
+            let Some((_, sp_iter, what)) = self.sp_vars.iter().rev().find(|(u, _, _)| u == v).cloned() else { continue };
+            let Some((a, axis)) = axes.get(d).and_then(|a| Some((*a, f.axes.try_get(*a)?))) else { continue };
+            // A dense-variable row holds every coordinate below its length: a lookup there is a
+            // range check, and programs (bmm) write through it.
+            if !axis.kind.is_sparse() {
+                continue;
+            }
+            let (buffer, var, axis_name) = (self.buffer_name(buffer), self.var_name(*v), axis.name.clone());
+            match what {
+                Iterated::Union => {
+                    self.err(K::StoreAtUnionCoordinate { buffer, var, sp_iter: sp_iter.to_string(), axis: axis_name })
+                }
+                Iterated::Axis(x) if x != a => {
+                    let iterated = self.axis_name(x);
+                    self.err(K::StoreAtLookedUpCoordinate { buffer, var, axis: axis_name, iterated })
+                }
+                Iterated::Intersect(members) if !members.contains(&a) => {
+                    let iterated = format!("intersect({})", members.iter().map(|m| self.axis_name(*m)).collect::<Vec<_>>().join(", "));
+                    self.err(K::StoreAtLookedUpCoordinate { buffer, var, axis: axis_name, iterated })
+                }
+                _ => {}
             }
         }
     }

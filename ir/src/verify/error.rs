@@ -314,6 +314,19 @@ pub enum VerifyErrorKind {
         /// The buffer's axis at that index.
         axis: String,
     },
+    /// A store indexed, at a sparse dimension, by an iterator over another axis: the
+    /// coordinate may be absent from that axis.
+    #[error("the store to `{buffer}` takes `{var}`, an iterator over `{iterated}`, as its coordinate in `{axis}`, which may not store it: a sparse dimension is written by its own axis's iterator")]
+    StoreAtLookedUpCoordinate {
+        /// The buffer.
+        buffer: String,
+        /// The iterator.
+        var: String,
+        /// The buffer's axis at that index.
+        axis: String,
+        /// What the iterator iterates.
+        iterated: String,
+    },
     /// An axis iterated below a co-iterated one: a co-iteration's iterator picks no row of
     /// any one member.
     #[error("sp_iter `{sp_iter}`: `{axis}` lies below `{parent}`, which a co-iteration iterates; a coordinate of a union or intersection picks no row of `{parent}`")]

@@ -184,8 +184,8 @@ struct Verifier<'f> {
     reducer: Vec<Option<Reducer<'f>>>,
     /// Per axis: how many iterators of enclosing sp_iters iterate it.
     axis_iterated: Vec<u32>,
-    /// Iterators of enclosing `union(..)` co-iterations, with their sp_iter.
-    union_vars: Vec<(VarId, &'f str)>,
+    /// Iterators of enclosing sp_iters: the sp_iter and what each iterates.
+    sp_vars: Vec<(VarId, &'f str, body::Iterated)>,
     /// Loops between the innermost enclosing block (or the function) and here, with their
     /// extents: the loops that drive a block met here.
     loops: Vec<(VarId, &'f crate::expr::Expr)>,
@@ -211,7 +211,7 @@ impl<'f> Verifier<'f> {
             alloc_seen: vec![false; f.buffers.len()],
             reducer: vec![None; f.vars.len()],
             axis_iterated: vec![0; f.axes.len()],
-            union_vars: Vec::new(),
+            sp_vars: Vec::new(),
             loops: Vec::new(),
             loop_lets: HashSet::new(),
             loop_allocs: Vec::new(),
