@@ -359,6 +359,50 @@ impl<'f> Verifier<'f> {
     }
 }
 
+/// Whether read indices `r` and written indices `w` lie in the same element or row of every
+/// spatial iterator: each pins one dimension in both, or the two are one expression up to
+/// the variables bound inside (`renamable`), or, flat (Stage III), both are `p * len + c`
+/// with `c` a coordinate below `len` and the rows `p` pinned so (`D[vi * n + J0_indices[..]]`
+/// and `D[vi * n + J1_indices[..]]`: row `vi` of a dense `[m, n]`, whatever the columns).
+fn pinned_rows(f: &Func, spatial: &[VarId], r: &[Expr], w: &[Expr], renamable: &dyn Fn(VarId, VarId) -> bool) -> bool {
+    if spatial.iter().all(|s| r.iter().zip(w).any(|(a, b)| *a == Expr::Var(*s) && *b == Expr::Var(*s)))
+        || injective::alike(r, w, renamable)
+    {
+        return true;
+    }
+    match (r, w) {
+        ([x], [y]) => match (row_and_coordinate(f, x), row_and_coordinate(f, y)) {
+            (Some((p, len)), Some((q, len2))) if len == len2 => {
+                pinned_rows(f, spatial, std::slice::from_ref(p), std::slice::from_ref(q), renamable)
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `e` as `p * len + c` where `c` is a coordinate of an axis of length `len` (an element of its
+/// `indices`, which `args::check_structure` keeps in `0..len`): `(p, len)`.
+fn row_and_coordinate<'e>(f: &Func, e: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
+    use crate::expr::BinOp;
+    let Expr::Binary(BinOp::Add, a, b) = e else { return None };
+    let coordinate = |c: &Expr, len: &Expr| match c {
+        Expr::Load(buf, _) => f.buffers.try_get(*buf).is_some_and(|x| match x.storage {
+            crate::func::Storage::Param(p) => f.axes.iter().any(|(_, ax)| ax.indices == Some(p) && ax.length == *len),
+            _ => false,
+        }),
+        _ => false,
+    };
+    for (row, c) in [(a, b), (b, a)] {
+        if let Expr::Binary(BinOp::Mul, p, len) = &**row {
+            if coordinate(c, len) {
+                return Some((p, len));
+            }
+        }
+    }
+    None
+}
+
 impl<'f> Verifier<'f> {
     /// Spatial points must be independent: a buffer the iteration writes is read only where
     /// a store writes it with every spatial iterator pinning the same dimension (`D[i, j]`
@@ -374,10 +418,8 @@ impl<'f> Verifier<'f> {
         local: &[BufferId],
         inner: &dyn Fn(VarId) -> bool,
     ) {
-        let pinned = |r: &[Expr], w: &[Expr]| {
-            spatial.iter().all(|s| r.iter().zip(w).any(|(a, b)| *a == Expr::Var(*s) && *b == Expr::Var(*s)))
-                || injective::alike(r, w, &|x, y| inner(x) && inner(y))
-        };
+        let f = self.f;
+        let pinned = |r: &[Expr], w: &[Expr]| pinned_rows(f, spatial, r, w, &|x, y| inner(x) && inner(y));
         let mut writes: Vec<(BufferId, &'f [Expr])> = Vec::new();
         for s in stmts {
             match &s.kind {
