@@ -62,6 +62,19 @@ fn csr_args() -> Args {
 
 #[test]
 fn store_to_an_absent_coordinate() {
+    // A constant coordinate: row 0 stores columns 0 and 2, not 1.
+    let src = csr_func(
+        r#"
+  sp_iter s([I], "S") as [i] {
+    A[i, 1] = A[i, 1] + 1.0
+  }
+"#,
+    );
+    let err = run(&parse(&src), &csr_args()).unwrap_err();
+    assert_eq!(err, InterpError::AbsentStore { buffer: "A".into(), coords: vec![0, 1], span: err.span() });
+    assert_eq!(line_of(&src, err.span()), line_containing(&src, "A[i, 1] = "));
+    assert!(err.to_string().contains("outside the sparsity structure"), "{err}");
+    // An iterator over another axis as the coordinate is refused before anything runs.
     let src = csr_func(
         r#"
   sp_iter s([I, J_detach], "SS") as [i, j] {
@@ -70,9 +83,7 @@ fn store_to_an_absent_coordinate() {
 "#,
     );
     let err = run(&parse(&src), &csr_args()).unwrap_err();
-    assert_eq!(err, InterpError::AbsentStore { buffer: "A".into(), coords: vec![0, 1], span: err.span() });
-    assert_eq!(line_of(&src, err.span()), line_containing(&src, "A[i, j] = "));
-    assert!(err.to_string().contains("outside the sparsity structure"), "{err}");
+    assert!(err.to_string().contains("an iterator over `J_detach`, as its coordinate in `J`, which may not store it"), "{err}");
 }
 
 #[test]
