@@ -469,9 +469,7 @@ pub struct GenOptions {
 
 impl Default for GenOptions {
     fn default() -> Self {
-        // Co-iterations stay off until `tests/fuzz_open/coiteration_read_beside_a_sibling_write.sptir`
-        // is fixed.
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: false }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true }
     }
 }
 

@@ -364,16 +364,23 @@ impl<'f> Verifier<'f> {
 /// the variables bound inside (`renamable`), or, flat (Stage III), both are `p * len + c`
 /// with `c` a coordinate below `len` and the rows `p` pinned so (`D[vi * n + J0_indices[..]]`
 /// and `D[vi * n + J1_indices[..]]`: row `vi` of a dense `[m, n]`, whatever the columns).
-fn pinned_rows(f: &Func, spatial: &[VarId], r: &[Expr], w: &[Expr], renamable: &dyn Fn(VarId, VarId) -> bool) -> bool {
+fn pinned_rows(
+    f: &Func,
+    lets: &HashMap<VarId, &Expr>,
+    spatial: &[VarId],
+    r: &[Expr],
+    w: &[Expr],
+    renamable: &dyn Fn(VarId, VarId) -> bool,
+) -> bool {
     if spatial.iter().all(|s| r.iter().zip(w).any(|(a, b)| *a == Expr::Var(*s) && *b == Expr::Var(*s)))
         || injective::alike(r, w, renamable)
     {
         return true;
     }
     match (r, w) {
-        ([x], [y]) => match (row_and_coordinate(f, x), row_and_coordinate(f, y)) {
+        ([x], [y]) => match (row_and_coordinate(f, lets, x), row_and_coordinate(f, lets, y)) {
             (Some((p, len)), Some((q, len2))) if len == len2 => {
-                pinned_rows(f, spatial, std::slice::from_ref(p), std::slice::from_ref(q), renamable)
+                pinned_rows(f, lets, spatial, std::slice::from_ref(p), std::slice::from_ref(q), renamable)
             }
             _ => false,
         },
@@ -381,21 +388,32 @@ fn pinned_rows(f: &Func, spatial: &[VarId], r: &[Expr], w: &[Expr], renamable: &
     }
 }
 
-/// `e` as `p * len + c` where `c` is a coordinate of an axis of length `len` (an element of its
-/// `indices`, which `args::check_structure` keeps in `0..len`): `(p, len)`.
-fn row_and_coordinate<'e>(f: &Func, e: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
+/// `e` as `p * len + c` where `c` lies in `0..len`: an element of the `indices` of an axis of
+/// length `len` (which `args::check_structure` keeps there), a clamp `max(min(x, len - 1), 0)`
+/// (a co-iteration's coordinate), or a `let` of one: `(p, len)`.
+fn row_and_coordinate<'e>(f: &Func, lets: &HashMap<VarId, &Expr>, e: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
     use crate::expr::BinOp;
     let Expr::Binary(BinOp::Add, a, b) = e else { return None };
-    let coordinate = |c: &Expr, len: &Expr| match c {
-        Expr::Load(buf, _) => f.buffers.try_get(*buf).is_some_and(|x| match x.storage {
-            crate::func::Storage::Param(p) => f.axes.iter().any(|(_, ax)| ax.indices == Some(p) && ax.length == *len),
+    fn coordinate(f: &Func, lets: &HashMap<VarId, &Expr>, c: &Expr, len: &Expr, depth: usize) -> bool {
+        match c {
+            Expr::Load(buf, _) => f.buffers.try_get(*buf).is_some_and(|x| match x.storage {
+                crate::func::Storage::Param(p) => f.axes.iter().any(|(_, ax)| ax.indices == Some(p) && ax.length == *len),
+                _ => false,
+            }),
+            Expr::Binary(BinOp::Max, m, zero) if zero.literal_value() == Some(0) => match &**m {
+                Expr::Binary(BinOp::Min, _, last) => match &**last {
+                    Expr::Binary(BinOp::Sub, l, one) => one.literal_value() == Some(1) && **l == *len,
+                    _ => false,
+                },
+                _ => false,
+            },
+            Expr::Var(v) if depth < 8 => lets.get(v).is_some_and(|x| coordinate(f, lets, x, len, depth + 1)),
             _ => false,
-        }),
-        _ => false,
-    };
+        }
+    }
     for (row, c) in [(a, b), (b, a)] {
         if let Expr::Binary(BinOp::Mul, p, len) = &**row {
-            if coordinate(c, len) {
+            if coordinate(f, lets, c, len, 0) {
                 return Some((p, len));
             }
         }
@@ -419,7 +437,14 @@ impl<'f> Verifier<'f> {
         inner: &dyn Fn(VarId) -> bool,
     ) {
         let f = self.f;
-        let pinned = |r: &[Expr], w: &[Expr]| pinned_rows(f, spatial, r, w, &|x, y| inner(x) && inner(y));
+        let lets: HashMap<VarId, &Expr> = stmts
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Let { var, value } => Some((*var, value)),
+                _ => None,
+            })
+            .collect();
+        let pinned = |r: &[Expr], w: &[Expr]| pinned_rows(f, &lets, spatial, r, w, &|x, y| inner(x) && inner(y));
         let mut writes: Vec<(BufferId, &'f [Expr])> = Vec::new();
         for s in stmts {
             match &s.kind {

@@ -257,6 +257,11 @@ impl Lowerer<'_> {
                 coords.push(coord);
             }
             let least = coords[1..].iter().fold(coords[0].clone(), |m, c| Expr::binary(BinOp::Min, m, c.clone()));
+            // Inside the loop some cursor stands at the least coordinate, so it lies in
+            // `0..length`; the clamp, a no-op, states it where the verifier sees flat offsets
+            // (`D[vi * n + j]` is row `vi`).
+            let last = sub(&self.out, length.clone(), int(1, idtype));
+            let least = Expr::binary(BinOp::Max, Expr::binary(BinOp::Min, least, last), int(0, idtype));
             let j = self.bind(&name, least, &mut step);
             let here: Vec<Expr> = coords.iter().map(|c| bin(&self.out, BinOp::Eq, c.clone(), j.clone())).collect();
             // Inside an intersection's body every cursor stands at the coordinate.
