@@ -192,8 +192,7 @@ impl<'f> Verifier<'f> {
             if !f.axes.contains(p) {
                 continue; // reported where the parent is declared
             }
-            if let Some(j) = iters[..k].iter().rposition(|j| j.merged.contains(&p)) {
-                let _ = j;
+            if iters[..k].iter().any(|j| j.merged.contains(&p)) {
                 self.err(K::BelowMerge { sp_iter: name.to_string(), axis: self.axis_name(a), parent: self.axis_name(p) });
                 continue;
             }

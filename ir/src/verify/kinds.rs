@@ -61,11 +61,7 @@ impl<'f> Points<'f> {
         let axes: Vec<AxisId> = it
             .axes
             .iter()
-            .flat_map(|a| match a {
-                SpIterAxis::Axis(a) | SpIterAxis::Attach { axis: a, .. } => vec![*a],
-                SpIterAxis::Fuse(v) => v.clone(),
-                m @ SpIterAxis::Merge { .. } => m.axes(),
-            })
+            .flat_map(SpIterAxis::axes)
             .collect();
         let spans = axes.iter().map(|a| f.axes.try_get(*a).map(|x| x.length.clone())).collect();
         let padded = |a: &AxisId| f.axes.try_get(*a).is_some_and(|x| x.kind == crate::types::AxisKind::SparseFixed && x.parent.is_some());

@@ -115,12 +115,7 @@ impl Lowerer<'_> {
         self.iters.truncate(depth);
         self.namer.pop();
         let inner = r?;
-        let base = match mode {
-            Mode::Main => format!("{}{b}", plan.it.name),
-            Mode::Init => format!("{}_init{b}", plan.it.name),
-        };
-        let name = self.block_name(&base);
-        let attrs = if b == 0 && mode == Mode::Main { plan.it.attrs.clone() } else { Attrs::new() };
+        let (name, attrs) = self.block_name_and_attrs(plan, b, mode);
         head.extend(inner);
         let mut s = stmt(StmtKind::Block(Block {
             name,
@@ -144,6 +139,17 @@ impl Lowerer<'_> {
         }
         out.push(s);
         Ok(out)
+    }
+
+    /// The name of block `b` of `plan`'s nest (`mode`'s), and its attributes: the sparse
+    /// iteration's on the first block of the computation.
+    fn block_name_and_attrs(&mut self, plan: &Plan, b: usize, mode: Mode) -> (String, Attrs) {
+        let base = match mode {
+            Mode::Main => format!("{}{b}", plan.it.name),
+            Mode::Init => format!("{}_init{b}", plan.it.name),
+        };
+        let attrs = if b == 0 && mode == Mode::Main { plan.it.attrs.clone() } else { Attrs::new() };
+        (self.block_name(&base), attrs)
     }
 
     fn block_name(&mut self, base: &str) -> String {
@@ -294,12 +300,7 @@ impl Lowerer<'_> {
         self.iters.truncate(depth);
         self.namer.pop();
         let body = r?;
-        let base = match mode {
-            Mode::Main => format!("{}{b}", plan.it.name),
-            Mode::Init => format!("{}_init{b}", plan.it.name),
-        };
-        let name = self.block_name(&base);
-        let attrs = if b == 0 && mode == Mode::Main { plan.it.attrs.clone() } else { Attrs::new() };
+        let (name, attrs) = self.block_name_and_attrs(plan, b, mode);
         Ok(stmt(StmtKind::Block(Block { name, iters: vec![], reads: vec![], writes: vec![], init: None, body, attrs })))
     }
 
