@@ -42,6 +42,12 @@ pub enum BackendError {
     /// proven to be so: the message, rendered at the loop.
     #[error("{0}")]
     Unproven(String),
+    /// The symbolic phase of a sparse output could not be lowered.
+    #[error("{0}")]
+    Lower(#[from] crate::driver::DriverError),
+    /// The pattern of a sparse output could not be set up.
+    #[error("{0}")]
+    Assembly(#[from] crate::assembly::AssemblyError),
 }
 
 /// A program compiled by a [`Backend`].
@@ -87,18 +93,21 @@ impl Backend for Interp {
     }
 }
 
-/// Runs `lowered` (lowered from `stage1`, a function of `loaded`) on `backend`: checks the
-/// arguments first unless the backend checks indices itself, or adds checks to the code
-/// when `checked`; compiles; runs; and turns a checked run's fault into an error.
+/// Runs `lowered` (lowered from `stage1`, a function of `loaded`, by `plan`) on `backend`:
+/// checks the arguments first unless the backend checks indices itself, or adds checks to
+/// the code when `checked`; compiles; runs (after the symbolic phase where `stage1`
+/// assembles a sparse output, [`crate::assembly`]); and turns a checked run's fault into an
+/// error.
 pub fn run(
     backend: &dyn Backend,
     loaded: &Loaded,
     stage1: &Func,
     lowered: &Func,
+    plan: &crate::driver::Plan,
     args: &Args,
     checked: bool,
 ) -> Result<Args, BackendError> {
-    prepare(backend, loaded, stage1, lowered, args, checked)?.run()
+    prepare(backend, loaded, stage1, lowered, plan, args, checked)?.run()
 }
 
 /// A program ready to run any number of times on its arguments: checked and compiled by
@@ -107,6 +116,8 @@ pub struct Prepared<'a> {
     loaded: &'a Loaded,
     backend: String,
     compiled: Box<dyn Compiled>,
+    /// The symbolic phase of a sparse output, with the Stage-I function it completes.
+    symbolic: Option<(Box<dyn Compiled>, Func)>,
     args: Args,
     sites: Option<Vec<sparsec_passes::Site>>,
     /// Checking the arguments against the Stage-I function (zero for the interpreter).
@@ -116,16 +127,34 @@ pub struct Prepared<'a> {
 }
 
 /// The first half of [`run`]: the argument checks (or the code's own, with `checked`) and
-/// the compilation.
+/// the compilation, of the program and of its symbolic phase where it has one.
 pub fn prepare<'a>(
     backend: &dyn Backend,
     loaded: &'a Loaded,
     stage1: &Func,
     lowered: &Func,
+    plan: &crate::driver::Plan,
     args: &Args,
     checked: bool,
 ) -> Result<Prepared<'a>, BackendError> {
     let start = std::time::Instant::now();
+    let name = backend.name().to_string();
+    let compile = |f: &Func| backend.compile(f).map_err(|message| BackendError::Compile { backend: name.clone(), message });
+    // A sparse output whose pattern the arguments lack: its symbolic phase, lowered like the
+    // program, checked like any program (its accesses are always proven).
+    let symbolic = match crate::assembly::missing(stage1, args).is_empty() {
+        true => None,
+        false => match crate::assembly::count_program(stage1, plan, lowered.stage)? {
+            None => None,
+            Some((count1, count)) => {
+                if !backend.checks_indices() {
+                    let count_args = crate::assembly::count_args(stage1, args)?;
+                    crate::driver::check_compiled_args(loaded, &count1, &count_args, false)?;
+                }
+                Some((compile(&count)?, stage1.clone()))
+            }
+        },
+    };
     if !backend.checks_indices() {
         // Loops written parallel or bound by hand (a program written at Stage II or III) are
         // proven as the primitives prove theirs: elsewhere they run at once, not in order.
@@ -155,17 +184,28 @@ pub fn prepare<'a>(
     } else {
         (lowered.clone(), None)
     };
-    let name = backend.name().to_string();
     let start = std::time::Instant::now();
-    let compiled = backend.compile(&program).map_err(|message| BackendError::Compile { backend: name.clone(), message })?;
+    let compiled = compile(&program)?;
     let compile_time = start.elapsed();
-    Ok(Prepared { loaded, backend: name, compiled, args, sites, check_time, compile_time })
+    Ok(Prepared { loaded, backend: name, compiled, symbolic, args, sites, check_time, compile_time })
 }
 
 impl Prepared<'_> {
     /// Runs the program once on its arguments (each run starts from them afresh).
     pub fn run(&self) -> Result<Args, BackendError> {
-        let mut out = self.compiled.run(&self.args).map_err(|message| BackendError::Run { backend: self.backend.clone(), message })?;
+        let failed = |message| BackendError::Run { backend: self.backend.clone(), message };
+        let assembled;
+        let args = match &self.symbolic {
+            None => &self.args,
+            Some((count, stage1)) => {
+                let counted = count.run(&crate::assembly::count_args(stage1, &self.args)?).map_err(failed)?;
+                let mut args = self.args.clone();
+                crate::assembly::complete(stage1, &mut args, &counted)?;
+                assembled = args;
+                &assembled
+            }
+        };
+        let mut out = self.compiled.run(args).map_err(failed)?;
         if let Some(sites) = &self.sites {
             let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
                 Some(Array::I64(v)) => v,

@@ -763,8 +763,13 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         }
         files.push((p, path, array, shape, views));
     }
+    // The `nnz` of an assembled axis is the run's to compute.
+    let assembled = sparsec_passes::assemble::assembled_axes(func);
+    let computed = |p: sparsec_ir::ParamId| {
+        assembled.iter().any(|&a| matches!((&func.axes[a].nnz, &func.params[p].kind), (Some(sparsec_ir::Expr::Var(v)), ParamKind::Scalar(w)) if v == w))
+    };
     for (p, param) in func.params.iter().enumerate() {
-        if scalar_dtype(p).is_some() && !args.scalars.contains_key(&param.name) {
+        if scalar_dtype(p).is_some() && !args.scalars.contains_key(&param.name) && !computed(p) {
             return Err(RunError::UnboundScalar(param.name.clone()));
         }
     }
@@ -791,7 +796,9 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
     for (h, b) in func.buffers.iter() {
         let sparsec_ir::Storage::Param(p) = b.storage else { continue };
         let name = func.params[p].name.clone();
-        if args.arrays.contains_key(&name) {
+        // Buffers over a sparse output's pattern are sized once the run has counted it.
+        let over_assembled = matches!(&b.layout, sparsec_ir::Layout::Sparse(axes) if axes.iter().any(|a| assembled.contains(a)));
+        if args.arrays.contains_key(&name) || over_assembled {
             continue;
         }
         if !written.contains(&h) && !b.dtype.is_float() {

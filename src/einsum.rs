@@ -14,8 +14,9 @@
 //!   inputs are looked up (a binary search per access; zero where nothing is stored), which
 //!   is exact: `C(i,k) = A(i,j) * B(j,k)` with both csr gives the dense product. Every term
 //!   must have a factor on the walked pattern (unless the output owns it), since the loops
-//!   skip what it does not store: a sum of two patterns (sparse add) needs co-iteration and
-//!   is refused.
+//!   skip what it does not store — except an element-wise expression of csr inputs into a
+//!   csr output, which co-iterates them into an assembled pattern, their union or
+//!   intersection (`C(i,j) = A(i,j) + B(i,j)`).
 //! * Loop order: the walked pattern's levels first, then the other indices in the order
 //!   they first appear (left side first); an index is spatial (`S`) when the left side names
 //!   it, a reduction (`R`) otherwise.
@@ -315,6 +316,10 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             return Err(EinsumError::Invalid(format!("tensor names `{n}` and another differ only in case")));
         }
     }
+    if let Some(text) = assembled(name, expr, &out, &rhs, &tensors)? {
+        check(&text)?;
+        return Ok(text);
+    }
     // Patterns: each sparse input has its own; a sparse output shares the first sparse input's
     // with its indices and format, or has its own (written on a given pattern, as SDDMM).
     let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
@@ -487,6 +492,146 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
     let text = format!("# {expr}\nfunc {name}({}) {{\n{axes}{buffers}{iterations}}}\n", params.join(", "));
     check(&text)?;
     Ok(text)
+}
+
+/// Where the pattern of an element-wise expression's entries comes from.
+#[derive(Clone, Debug, PartialEq)]
+enum Support {
+    /// Every coordinate (a dense operand or a number).
+    All,
+    /// The coordinates of these csr tensors, combined by union or intersection.
+    Set(sparsec_ir::MergeOp, Vec<String>),
+}
+
+/// The support of `t`: a product is zero off either factor's, a sum off both; `None` where
+/// the result is neither a union nor an intersection of patterns (`A * B + E`).
+fn support(t: &Term, sparse: &dyn Fn(&str) -> bool) -> Option<Support> {
+    use sparsec_ir::MergeOp::{Intersect, Union};
+    Some(match t {
+        Term::Access(a) if sparse(&a.tensor) => Support::Set(Union, vec![a.tensor.clone()]),
+        Term::Access(_) | Term::Number(_) => Support::All,
+        Term::Binary(op, x, y) => {
+            let (x, y) = (support(x, sparse)?, support(y, sparse)?);
+            let want = if *op == '*' { Intersect } else { Union };
+            match (x, y) {
+                (Support::All, s) | (s, Support::All) if want == Intersect => s,
+                (Support::All, _) | (_, Support::All) => Support::All,
+                (Support::Set(o1, mut a), Support::Set(o2, b)) => {
+                    // One member is either operation; else the operations must agree.
+                    if (a.len() > 1 && o1 != want) || (b.len() > 1 && o2 != want) {
+                        return None;
+                    }
+                    for t in b {
+                        if !a.contains(&t) {
+                            a.push(t);
+                        }
+                    }
+                    Support::Set(if a.len() > 1 { want } else { o1 }, a)
+                }
+            }
+        }
+    })
+}
+
+/// An element-wise expression over two or more csr tensors into a csr output
+/// (`C(i,j) = A(i,j) + B(i,j)`): the output's pattern is the union or intersection of theirs,
+/// assembled by the run, and the loops co-iterate it. `None` where the expression is not of
+/// that kind.
+fn assembled(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(String, usize, Format)]) -> R<Option<String>> {
+    let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
+    let mut all = Vec::new();
+    accesses(rhs, &mut all);
+    let sparse: Vec<&str> = tensors.iter().filter(|t| t.2 != Format::Dense && t.0 != out.tensor).map(|t| t.0.as_str()).collect();
+    let elementwise = format_of(&out.tensor) == Format::Csr
+        && out.indices.len() == 2
+        && sparse.len() >= 2
+        && all.iter().all(|a| a.indices == out.indices && matches!(format_of(&a.tensor), Format::Csr | Format::Dense));
+    if !elementwise {
+        return Ok(None);
+    }
+    let (o, members) = match support(rhs, &|t| sparse.contains(&t)) {
+        Some(Support::Set(o, m)) if m.len() > 1 => (o, m),
+        Some(Support::Set(..)) => return Ok(None),
+        Some(Support::All) => {
+            return Err(EinsumError::Unsupported(format!("`{}` would be dense: a term is nonzero off every pattern", out.tensor)))
+        }
+        None => {
+            return Err(EinsumError::Unsupported(format!(
+                "the pattern of `{}` would mix unions and intersections of patterns, which sparsec does not assemble yet",
+                out.tensor
+            )))
+        }
+    };
+    let (i, j) = (&out.indices[0], &out.indices[1]);
+    let taken: BTreeSet<String> = tensors.iter().map(|t| t.0.clone()).collect();
+    let axis_of = |x: &str| {
+        let base = x.to_uppercase();
+        if taken.contains(&base) {
+            format!("{base}_ax")
+        } else {
+            base
+        }
+    };
+    let (ai, aj) = (axis_of(i), axis_of(j));
+    let mut params: Vec<String> = tensors.iter().map(|t| format!("{}: handle", t.0.to_lowercase())).collect();
+    let mut scalars = vec![format!("n_{i}: i32"), format!("n_{j}: i32")];
+    let mut axes = format!("  axis {ai} = dense_fixed(n_{i})\n");
+    let mut merged = Vec::new();
+    for t in members.iter().map(String::as_str).chain(std::iter::once(out.tensor.as_str())) {
+        let h = t.to_lowercase();
+        params.push(format!("indptr_{h}: handle"));
+        params.push(format!("indices_{h}: handle"));
+        scalars.push(format!("nnz_{h}: i32"));
+        if t == out.tensor {
+            let pattern = format!("{}({})", o.name(), merged.join(", "));
+            let _ = writeln!(axes, "  axis {aj} = sparse_variable({ai}, n_{j}, nnz_{h}, indptr_{h}, indices_{h}, pattern = {pattern})");
+        } else {
+            let _ = writeln!(axes, "  axis {aj}_{h} = sparse_variable({ai}, n_{j}, nnz_{h}, indptr_{h}, indices_{h})");
+            merged.push(format!("{aj}_{h}"));
+        }
+    }
+    if tensors.iter().any(|t| t.2 == Format::Dense) {
+        let _ = writeln!(axes, "  axis {aj}_detach = dense_fixed(n_{j})");
+    }
+    let mut buffers = String::new();
+    for (n, _, f) in tensors {
+        let col = match (n == &out.tensor, f) {
+            (true, _) => aj.clone(),
+            (false, Format::Dense) => format!("{aj}_detach"),
+            (false, _) => format!("{aj}_{}", n.to_lowercase()),
+        };
+        let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{ai}, {col}], f32)", n.to_lowercase());
+    }
+    let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
+    let text_of = |t: &Term| -> String {
+        fn go(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
+            match t {
+                Term::Access(a) => index(a),
+                Term::Number(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.1}"),
+                Term::Number(v) => format!("{v:?}"),
+                Term::Binary(op, a, b) => {
+                    let p = if *op == '*' { 2 } else { 1 };
+                    let s = format!("{} {op} {}", go(a, index, p), go(b, index, p + 1));
+                    if p < prec {
+                        format!("({s})")
+                    } else {
+                        s
+                    }
+                }
+            }
+        }
+        go(t, &index, 0)
+    };
+    params.extend(scalars);
+    let text = format!(
+        "# {expr}\nfunc {name}({}) {{\n{axes}{buffers}  sp_iter {name}([{ai}, {}({})], \"SS\") as [{i}, {j}] {{\n    {} = {}\n  }}\n}}\n",
+        params.join(", "),
+        o.name(),
+        merged.join(", "),
+        index(out),
+        text_of(rhs)
+    );
+    Ok(Some(text))
 }
 
 /// Parses and verifies a generated program.

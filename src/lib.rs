@@ -9,6 +9,7 @@
 //! * [`passes`] — the lowering passes and the pass manager;
 //! * [`schedule`] — schedule primitives and replayable traces;
 //! * [`backend`] — the backend contract and the one path every run takes;
+//! * [`assembly`] — sparse outputs at run time: the symbolic phase before the program;
 //! * [`driver`] — loading, lowering and binding programs;
 //! * [`einsum`] — programs from TACO's index notation (`C(i,k) = A(i,j) * B(j,k)`);
 //! * [`npy`] — NumPy `.npy` array files;
@@ -22,6 +23,7 @@ pub use sparsec_passes as passes;
 pub use sparsec_schedule as schedule;
 
 pub mod alloc;
+pub mod assembly;
 pub mod backend;
 pub mod driver;
 pub mod einsum;

@@ -169,7 +169,9 @@ fn looked_up_patterns_and_dense_outputs_give_exact_results() {
 fn what_einsum_cannot_express_is_refused_with_a_reason() {
     let csr = |t: &str| (t.to_string(), Format::Csr);
     let cases: Vec<(&str, Formats, &str)> = vec![
-        ("C(i,j) = A(i,j) + B(i,j)", vec![csr("A"), csr("C"), csr("B")], "needs co-iteration"),
+        ("C(i,j) = A(i,j) * B(i,j) + E(i,j)", vec![csr("A"), csr("C"), csr("B"), csr("E")], "mix unions and intersections"),
+        ("C(i,j) = A(i,j) + B(i,j) + 1", vec![csr("A"), csr("C"), csr("B")], "`C` would be dense"),
+        ("C(i,j) = A(i,j) + B(i,j)", vec![csr("A"), csr("B")], "needs co-iteration"),
         ("C(i,k) = A(i,j) * B(j,k) + E(i,k)", vec![csr("A")], "a term has no factor of `A`"),
         ("C(i,j) = A(i,j) + 1", vec![csr("A")], "a term has no factor of `A`"),
         ("C(i,j) = (A(i,j) + B(i,j)) * D(i,j)", vec![csr("A"), csr("B")], "a term has no factor of `A`"),
@@ -245,6 +247,74 @@ fn csc_and_dcsr_operands_bind_from_files_and_compute_dense_results() {
                     sparsec_testkit::fuzz::Outcome::Agree => {}
                     o => panic!("{what}: {o:?}"),
                 }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Element-wise sums and products of csr matrices into a csr output (`C(i,j) = A(i,j) +
+/// B(i,j)`) co-iterate the operands and assemble the output's pattern, their union or
+/// intersection: bound from Matrix Market files, the output holds scipy's pattern exactly
+/// and the dense arithmetic's values, at every stage (each lowered one after its symbolic
+/// phase).
+#[test]
+fn elementwise_expressions_of_csr_matrices_assemble_sparse_outputs() {
+    use sparsec::driver::{bind_run, RunSpec};
+    let dir = std::env::temp_dir().join(format!("sparsec_einsum_assembled_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runner = sparsec_testkit::fuzz::Runner::default();
+    let csr = |t: &str| (t.to_string(), Format::Csr);
+    for (mname, m) in tk::generated_matrices() {
+        let (r, c) = (m.rows, m.cols);
+        let other: sparsec::formats::Csr<i64, f64> = sparsec::formats::gen::uniform(r, c, m.nnz().div_ceil(2).min(r * c), 5).unwrap();
+        let (pa, pb) = (dir.join(format!("{mname}-a.mtx")), dir.join(format!("{mname}-b.mtx")));
+        sparsec::formats::mtx::write_mtx_path(&pa, &m.to_csr()).unwrap();
+        sparsec::formats::mtx::write_mtx_path(&pb, &other).unwrap();
+        let da = m.to_dense();
+        let mut db = vec![0.0f32; r * c];
+        let mut in_b = vec![false; r * c];
+        for i in 0..r {
+            for p in other.indptr()[i] as usize..other.indptr()[i + 1] as usize {
+                db[i * c + other.indices()[p] as usize] = other.values()[p] as f32;
+                in_b[i * c + other.indices()[p] as usize] = true;
+            }
+        }
+        let mut in_a = vec![false; r * c];
+        for i in 0..r {
+            for p in m.indptr[i]..m.indptr[i + 1] {
+                in_a[i * c + m.indices[p]] = true;
+            }
+        }
+        let exprs: [(&str, fn(bool, bool) -> bool, fn(f32, f32, f32) -> f32); 2] = [
+            ("C(i,j) = A(i,j) - 2 * B(i,j)", |a, b| a || b, |a, b, _| a - 2.0 * b),
+            ("C(i,j) = A(i,j) * B(i,j) * D(i,j)", |a, b| a && b, |a, b, d| a * b * d),
+        ];
+        for (expr, stored, value) in exprs {
+            let what = format!("{expr} on {mname}");
+            let f = einsum::func("k", expr, &[csr("A"), csr("B"), csr("C")]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let spec = RunSpec { matrices: vec![("A".into(), pa.clone()), ("B".into(), pb.clone())], seed: 3, ..RunSpec::default() };
+            let args = bind_run(&f, &spec).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = sparsec::interp::run(&f, &args).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let dd = args.arrays.get("d").map(|a| a.to_f64_vec()).unwrap_or_default();
+            let (mut ptr, mut ind, mut want) = (vec![0i64], Vec::new(), Vec::new());
+            for i in 0..r {
+                for j in 0..c {
+                    let k = i * c + j;
+                    if stored(in_a[k], in_b[k]) {
+                        ind.push(j as i64);
+                        want.push(value(da[k], db[k], dd.get(k).map_or(0.0, |&x| x as f32)));
+                    }
+                }
+                ptr.push(ind.len() as i64);
+            }
+            let ints = |n: &str| (0..got.arrays[n].len()).filter_map(|k| got.arrays[n].get_i64(k)).collect::<Vec<_>>();
+            assert_eq!(ints("indptr_c"), ptr, "{what}");
+            assert_eq!(ints("indices_c"), ind, "{what}");
+            tk::assert_close(&what, &tk::output_f32(&got, "c"), &want, 1e-5);
+            match runner.check_func(&f, &args) {
+                sparsec_testkit::fuzz::Outcome::Agree => {}
+                o => panic!("{what}: {o:?}"),
             }
         }
     }

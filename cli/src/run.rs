@@ -88,6 +88,8 @@ struct Setup {
     /// The function lowered (a decomposition of it, where the GPU default cuts rows).
     func: sparsec::ir::Func,
     lowered: sparsec::ir::Func,
+    /// How it was lowered (its symbolic phase, if any, is lowered alike).
+    plan: driver::Plan,
     args: sparsec::ir::data::Args,
     /// Segment length where the GPU default cut the rows.
     segmented: Option<usize>,
@@ -168,16 +170,17 @@ fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
         Some((g, len)) => (g, Some(len)),
         None => (stage1.clone(), None),
     };
-    let stages = match backends::plan(trace, auto) {
+    let plan = backends::plan(trace, auto);
+    let stages = match &plan {
         // Only as far as the stage run: a Stage-I run needs no lowering.
         driver::Plan::Plain => vec![driver::lower(&func, stage)?],
-        plan => driver::lower_with(&func, &plan)?,
+        plan => driver::lower_with(&func, plan)?,
     };
     let lowered = stages.into_iter().rev().find(|g| g.stage == stage).ok_or_else(|| {
         driver::DriverError::CannotRaise { func: func.name.clone(), at: func.stage, want: stage }
     })?;
     times.push(("schedule + lower", start.elapsed()));
-    Ok(Setup { loaded, stage1, func, lowered, args, segmented, times })
+    Ok(Setup { loaded, stage1, func, lowered, plan, args, segmented, times })
 }
 
 /// Runs the command, appending what it prints to `out`.
@@ -185,7 +188,7 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
     let s = setup(&a)?;
     let runner = backends::runner(a.backend)?;
     let start = Instant::now();
-    let out = sparsec::backend::run(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.args, a.checked)?;
+    let out = sparsec::backend::run(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.plan, &s.args, a.checked)?;
     let elapsed = start.elapsed();
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir)?;
@@ -199,9 +202,23 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         let Some(array) = out.arrays.get(&stage1.params[p].name) else { continue };
         let (sum, norm) = checksum(array);
         writeln!(out_text, "{:<12} {:>10} elements  sum {:+.6e}  l2 {:.6e}", buf.name, array.len(), sum, norm)?;
+        let sparse = sparsec::assembly::matrix(stage1, b, &out)?;
+        if let Some(m) = &sparse {
+            writeln!(out_text, "{:<12} {} x {} sparse, {} entries", "", m.rows(), m.cols(), m.nnz())?;
+        }
         if let Some(dir) = &a.output {
             let shape = dense_shape(stage1, b, &out).unwrap_or_else(|| vec![array.len() as u64]);
             sparsec::npy::write(&dir.join(format!("{}.npy", buf.name)), array, &shape)?;
+            // A sparse output: its pattern's arrays and the matrix.
+            if let Some(m) = &sparse {
+                sparsec::formats::mtx::write_mtx_path(dir.join(format!("{}.mtx", buf.name)), m)?;
+                for p in assembled_arrays(stage1, b) {
+                    let name = &stage1.params[p].name;
+                    if let Some(x) = out.arrays.get(name) {
+                        sparsec::npy::write(&dir.join(format!("{name}.npy")), x, &[x.len() as u64])?;
+                    }
+                }
+            }
         }
     }
     let backend = backend_name(a.backend);
@@ -210,6 +227,12 @@ pub fn run(a: RunArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::
         writeln!(out_text, "--auto gpu: the rows of A vary, so they ran as segments of at most {len} entries (docs/gpu-estimate.md)")?;
     }
     Ok(())
+}
+
+/// The row pointers and coordinates of the assembled axes of buffer `b`.
+fn assembled_arrays(f: &sparsec::ir::Func, b: sparsec::ir::BufferId) -> Vec<usize> {
+    let Layout::Sparse(axes) = &f.buffers[b].layout else { return vec![] };
+    axes.iter().filter(|&&a| f.axes[a].pattern.is_some()).flat_map(|&a| [f.axes[a].indptr, f.axes[a].indices]).flatten().collect()
 }
 
 /// Arguments of `sparsec bench`: those of `run`, and how often to run.
@@ -240,7 +263,7 @@ pub fn bench(mut b: BenchArgs, out_text: &mut String) -> Result<(), Box<dyn std:
     b.run.command = "bench";
     let s = setup(&b.run)?;
     let runner = backends::runner(b.run.backend)?;
-    let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.args, b.run.checked)?;
+    let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.plan, &s.args, b.run.checked)?;
     for _ in 0..b.warmup {
         prepared.run()?;
     }

@@ -180,7 +180,8 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
             continue;
         }
         seen.push(text);
-        let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.stage1, &lowered, &s.args, a.run.checked)?;
+        let plan = Plan::Trace(trace.clone());
+        let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.stage1, &lowered, &plan, &s.args, a.run.checked)?;
         prepared.run()?;
         let ms = time(&prepared, a.repeat)?;
         let i = tried.len();

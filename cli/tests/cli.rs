@@ -857,6 +857,43 @@ fn run_lays_files_out_in_the_programs_own_format() {
 /// `--matrix` files) gives SpMV's y on the matrix A + B, on the interpreter and on mlir-cpu
 /// with the default schedule; two files of different shapes are refused.
 #[test]
+fn run_assembles_sparse_outputs() {
+    let dir = tmp("assemble");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let head = "%%MatrixMarket matrix coordinate real general\n";
+    let a = write("a.mtx", &format!("{head}4 3 4\n1 1 1.0\n1 3 2.0\n3 2 3.0\n4 3 0.25\n"));
+    let b = write("b.mtx", &format!("{head}4 3 4\n1 3 -1.0\n2 2 4.0\n4 1 -1.5\n4 3 0.5\n"));
+    let arg = |k: &str, p: &PathBuf| format!("{k}={}", p.display());
+    // Row 2 of A + B holds (1, 1) only from B, row 3 nothing; A .* B keeps (0, 2) and (3, 2).
+    let sum = "4 3 6\n1 1 1\n1 3 1\n2 2 4\n3 2 3\n4 1 -1.5\n4 3 0.75\n";
+    let product = "4 3 2\n1 3 -2\n4 3 0.125\n";
+    for (program, want) in [("sparse_add", sum), ("sparse_mul", product)] {
+        for extra in [&[][..], &["--stage", "3"][..], &["--backend", "mlir-cpu"][..], &["--backend", "mlir-cpu", "--auto", "cpu"][..]] {
+            let out = dir.join(format!("{program}-{}", extra.len()));
+            let file = format!("examples/formats/{program}.sptir");
+            let (ma, mb, o) = (arg("A", &a), arg("B", &b), out.display().to_string());
+            let mut args = vec!["run", &file, "--matrix", &ma, "--matrix", &mb, "--output", &o];
+            args.extend_from_slice(extra);
+            let r = sparsec(&args);
+            assert!(r.status.success(), "{program} {extra:?}: {}", stderr(&r));
+            let mtx = std::fs::read_to_string(out.join("C.mtx")).unwrap();
+            assert!(mtx.ends_with(want), "{program} {extra:?}: {mtx}");
+            assert!(out.join("c_indptr.npy").exists() && out.join("c_indices.npy").exists(), "{program} {extra:?}");
+        }
+    }
+    // A row pointer that is not the pattern's is refused, never used.
+    let bad = write("bad.npy", "");
+    sparsec::npy::write(&bad, &sparsec::ir::data::Array::I32(vec![0, 1, 2, 3, 4]), &[5]).unwrap();
+    let o = sparsec(&["run", "examples/formats/sparse_add.sptir", "--matrix", &arg("A", &a), "--matrix", &arg("B", &b), "--input", &arg("c_indptr", &bad)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("assembling axis `JC`: the given row pointer `c_indptr` is not its pattern's"), "{}", stderr(&o));
+}
+
+#[test]
 fn run_co_iterates_two_matrices() {
     let dir = tmp("coiter");
     let write = |name: &str, text: &str| {

@@ -196,6 +196,16 @@ pub enum InterpError {
         /// The statement or declaration.
         span: Span,
     },
+    /// The pattern of an assembled axis could not be computed from the arguments.
+    #[error("assembling axis `{axis}`: {message}")]
+    Assembly {
+        /// The assembled axis.
+        axis: String,
+        /// What is wrong.
+        message: String,
+        /// Its declaration.
+        span: Span,
+    },
     /// The IR is malformed in a way the verifier should have caught.
     #[error("invalid IR: {message}")]
     Invalid {
@@ -228,6 +238,7 @@ impl InterpError {
             | InterpError::FuelExhausted { span, .. }
             | InterpError::WhileLimit { span, .. }
             | InterpError::BadSize { span, .. }
+            | InterpError::Assembly { span, .. }
             | InterpError::Invalid { span, .. } => *span,
         }
     }

@@ -114,6 +114,8 @@ pub fn run_with(func: &Func, args: &Args, opts: &Options) -> Result<Args, Interp
 }
 
 fn run_boxed(func: &Func, args: &Args, opts: &Options) -> machine::Result<Args> {
+    let assembled = assemble(func, args)?;
+    let args = assembled.as_ref().unwrap_or(args);
     let mut m = Machine::new(func, args, opts.max_steps)?;
     m.max_while = opts.max_while;
     m.check_arrays()?;
@@ -131,6 +133,8 @@ pub fn run_observed(
     opts: &Options,
     observer: &mut dyn FnMut(&Access),
 ) -> Result<Args, InterpError> {
+    let assembled = assemble(func, args).map_err(|e| *e)?;
+    let args = assembled.as_ref().unwrap_or(args);
     let mut m = Machine::new(func, args, opts.max_steps).map_err(|e| *e)?;
     m.max_while = opts.max_while;
     m.check_arrays().map_err(|e| *e)?;
@@ -138,6 +142,65 @@ pub fn run_observed(
     m.observer = Some(observe::Observer::new(func, observer));
     m.exec_body(&func.body).map_err(|e| *e)?;
     Ok(m.into_args(args))
+}
+
+/// `args` completed with the pattern of every assembled axis (`None` when there is none):
+/// its row pointer (checked where given), coordinates and `nnz`, and zeroed arrays for the
+/// buffers over it that the caller did not give, as
+/// [`sparsec_ir::args::assemble`] defines them. At Stage I the coordinates are the run's
+/// output; lowered code writes them itself, the same.
+fn assemble(func: &Func, args: &Args) -> machine::Result<Option<Args>> {
+    let mut out: Option<Args> = None;
+    for (id, axis) in func.axes.iter() {
+        let (Some(_), Some(ip), Some(ix), Some(sparsec_ir::Expr::Var(nnz))) = (&axis.pattern, axis.indptr, axis.indices, &axis.nnz) else {
+            continue;
+        };
+        let (ip, ix) = (func.params[ip].name.clone(), func.params[ix].name.clone());
+        // Lowered code fills the coordinates of a given row pointer itself.
+        if func.stage != sparsec_ir::Stage::I && args.arrays.contains_key(&ip) {
+            continue;
+        }
+        let fail = |message: String| Box::new(InterpError::Assembly { axis: axis.name.clone(), message, span: axis.span });
+        let (ptr, coords) = sparsec_ir::args::assemble(func, id, args).map_err(|e| fail(e.to_string()))?;
+        // A given row pointer must be the pattern's; the coordinates are the run's to write.
+        if let Some(given) = args.arrays.get(&ip) {
+            let same = given.len() >= ptr.len() && ptr.iter().enumerate().all(|(r, &x)| given.get_i64(r) == Some(x));
+            if !same {
+                return Err(fail(format!("the given row pointer `{ip}` is not its pattern's")));
+            }
+        }
+        let total = ptr.last().copied().unwrap_or(0);
+        if total as u64 > machine::MAX_ALLOC as u64 {
+            return Err(fail(format!("{total} entries, more than the interpreter allocates")));
+        }
+        let array = |v: Vec<i64>| match axis.idtype {
+            sparsec_ir::DType::I64 => Ok(Array::I64(v)),
+            _ => v.into_iter().map(i32::try_from).collect::<Result<Vec<_>, _>>().map(Array::I32),
+        };
+        let too_many = |_| fail(format!("{total} entries do not fit its index type {}", axis.idtype));
+        let a = out.get_or_insert_with(|| args.clone());
+        a.arrays.insert(ip, array(ptr).map_err(too_many)?);
+        a.arrays.insert(ix, array(coords).map_err(too_many)?);
+        if let Some(name) = func.params.iter().find(|p| p.kind == ParamKind::Scalar(*nnz)).map(|p| p.name.clone()) {
+            a.scalars.insert(name, sparsec_ir::data::Scalar::Int(total));
+        }
+        // The values over it (flat at Stage III, sized by its nnz), which only now have a
+        // size: zeros where not given.
+        for (b, buf) in func.buffers.iter() {
+            let Storage::Param(p) = buf.storage else { continue };
+            let name = &func.params[p].name;
+            let over = match &buf.layout {
+                sparsec_ir::Layout::Sparse(axes) => axes.contains(&id),
+                sparsec_ir::Layout::Dense(shape) => shape.iter().any(|e| e.uses_var(*nnz)),
+            };
+            if !over || a.arrays.contains_key(name) {
+                continue;
+            }
+            let len = sparsec_ir::args::buffer_len(func, b, a).map_err(|e| fail(e.to_string()))?;
+            a.arrays.insert(name.clone(), Array::zeros(buf.dtype, len));
+        }
+    }
+    Ok(out)
 }
 
 /// Number of elements of storage that the interpreter allocates for `buffer`, given the
@@ -159,8 +222,13 @@ pub fn alloc_missing_outputs(func: &Func, args: &mut Args) -> Result<(), InterpE
 }
 
 fn missing_outputs(func: &Func, args: &Args) -> machine::Result<Vec<(String, Array)>> {
-    let mut m = Machine::new(func, args, Options::default().max_steps)?;
+    let assembled = assemble(func, args)?;
     let mut added = Vec::new();
+    if let Some(a) = &assembled {
+        added.extend(a.arrays.iter().filter(|(k, _)| !args.arrays.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let args = assembled.as_ref().unwrap_or(args);
+    let mut m = Machine::new(func, args, Options::default().max_steps)?;
     for (p, param) in func.params.iter().enumerate() {
         if param.kind != ParamKind::Handle || args.arrays.contains_key(&param.name) {
             continue;

@@ -124,13 +124,28 @@ pub fn buffer_len(func: &Func, buffer: crate::func::BufferId, args: &Args) -> R<
     usize::try_from(size).map_err(|_| err(format!("its storage size {size} is negative")))
 }
 
-/// The integer values of the scalar parameters of `func`.
+/// The integer values of the scalar parameters of `func` (an assembled axis's `nnz`, which
+/// the run computes, may be missing).
 pub fn scalar_values(func: &Func, args: &Args) -> R<HashMap<VarId, i64>> {
     let mut out = HashMap::new();
+    let computed: Vec<VarId> = func
+        .axes
+        .iter()
+        .filter(|(_, a)| a.pattern.is_some())
+        .filter_map(|(_, a)| match &a.nnz {
+            Some(Expr::Var(v)) => Some(*v),
+            _ => None,
+        })
+        .collect();
     for p in &func.params {
         if let ParamKind::Scalar(v) = p.kind {
             let d = func.vars.try_get(v).map_or(DType::I32, |x| x.dtype);
-            let s = args.scalars.get(&p.name).ok_or_else(|| ArgsError::Missing(p.name.clone()))?;
+            let Some(s) = args.scalars.get(&p.name) else {
+                if computed.contains(&v) {
+                    continue;
+                }
+                return Err(ArgsError::Missing(p.name.clone()));
+            };
             let bad = |message: &str| ArgsError::BadScalar { param: p.name.clone(), message: message.into() };
             match (s, d) {
                 (Scalar::Int(x), DType::I32) => {
@@ -191,6 +206,29 @@ pub fn check_structure(func: &Func, args: &Args) -> R<()> {
         let total = match axis.kind {
             AxisKind::DenseFixed => length.unwrap_or(0).saturating_mul(if axis.parent.is_some() { rows } else { 1 }),
             AxisKind::SparseFixed => rows.saturating_mul(axis.nnz.as_ref().and_then(eval).unwrap_or(0)),
+            // Computed by the run where not given; where given, exactly the pattern's rows (its
+            // coordinates are written by the run, whatever they hold).
+            AxisKind::SparseVariable if axis.pattern.is_some() => {
+                let Some(name) = axis.indptr.map(|p| &func.params[p].name) else { continue };
+                let Some(given) = args.arrays.get(name) else { continue };
+                let (ptr, _) = assemble(func, id, args)?;
+                for (r, pair) in ptr.windows(2).enumerate() {
+                    let g = (given.get_i64(r), given.get_i64(r + 1));
+                    if g != (Some(pair[0]), Some(pair[1])) {
+                        return Err(ArgsError::Structure {
+                            param: name.clone(),
+                            message: format!(
+                                "row {r} of assembled axis `{}` does not hold its pattern's {} entries from {} on",
+                                axis.name,
+                                pair[1] - pair[0],
+                                pair[0]
+                            ),
+                        });
+                    }
+                }
+                positions.insert(id, ptr.last().copied().unwrap_or(0));
+                continue;
+            }
             AxisKind::DenseVariable | AxisKind::SparseVariable => {
                 let Some(p) = axis.indptr else { continue };
                 let name = &func.params[p].name;
@@ -234,11 +272,61 @@ pub fn check_structure(func: &Func, args: &Args) -> R<()> {
             }
         };
         positions.insert(id, total);
-        if let (true, Some(p)) = (axis.kind.is_sparse(), axis.indices) {
+        if let (true, Some(p), None) = (axis.kind.is_sparse(), axis.indices, &axis.pattern) {
             check_coordinates(func, args, &positions, id, p, total, length)?;
         }
     }
     Ok(())
+}
+
+/// The pattern of assembled axis `id` for `args` (whose members' structure is sound, see
+/// [`check_structure`]): its row pointer (`length + 1` entries over its root parent) and
+/// coordinates, each row the sorted union or intersection of the members' rows. The
+/// meaning of an assembled axis, defined once: the interpreter computes it with this and
+/// the argument checks compare a given row pointer with it.
+pub fn assemble(func: &Func, id: AxisId, args: &Args) -> R<(Vec<i64>, Vec<i64>)> {
+    let axis = func.axes.try_get(id).ok_or_else(|| ArgsError::Missing(format!("axis #{}", id.index())))?;
+    let Some(pt) = &axis.pattern else { return Err(ArgsError::Missing(format!("the pattern of axis `{}`", axis.name))) };
+    let scalars = scalar_values(func, args)?;
+    let parent = axis.parent.and_then(|p| func.axes.try_get(p));
+    let rows = parent.and_then(|p| eval_int(&p.length, &scalars)).unwrap_or(0).max(0);
+    let array = |p: Option<usize>| -> R<&crate::data::Array> {
+        let name = p.map(|p| func.params[p].name.clone()).unwrap_or_default();
+        args.arrays.get(&name).ok_or(ArgsError::Missing(name))
+    };
+    let members = pt
+        .members
+        .iter()
+        .map(|&m| {
+            let x = &func.axes[m];
+            Ok((array(x.indptr)?, array(x.indices)?))
+        })
+        .collect::<R<Vec<_>>>()?;
+    let mut ptr = Vec::with_capacity(rows as usize + 1);
+    let mut coords: Vec<i64> = Vec::new();
+    ptr.push(0);
+    let mut row: Vec<i64> = Vec::new();
+    for r in 0..rows as usize {
+        row.clear();
+        for (k, (p, ind)) in members.iter().enumerate() {
+            let (s, e) = (p.get_i64(r).unwrap_or(0), p.get_i64(r + 1).unwrap_or(0));
+            let mine = (s..e).filter_map(|q| ind.get_i64(q as usize));
+            match pt.op {
+                crate::func::MergeOp::Union => row.extend(mine),
+                crate::func::MergeOp::Intersect if k == 0 => row.extend(mine),
+                crate::func::MergeOp::Intersect => {
+                    let mut theirs: Vec<i64> = mine.collect();
+                    theirs.sort_unstable();
+                    row.retain(|c| theirs.binary_search(c).is_ok());
+                }
+            }
+        }
+        row.sort_unstable();
+        row.dedup();
+        coords.extend_from_slice(&row);
+        ptr.push(coords.len() as i64);
+    }
+    Ok((ptr, coords))
 }
 
 /// Coordinates of sparse axis `id` (held by parameter `p`): inside the axis, sorted where

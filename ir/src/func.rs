@@ -78,8 +78,30 @@ pub struct Axis {
     pub idtype: DType,
     /// Whether the coordinates of each row are sorted ascending.
     pub sorted: bool,
+    /// An assembled axis (a sparse output's pattern): its rows are the union or
+    /// intersection of its members' rows, computed where the caller supplies no `indptr`.
+    pub pattern: Option<AxisPattern>,
     /// Where it was declared.
     pub span: Span,
+}
+
+/// The pattern of an assembled axis (`pattern = union(JA, JB)`): each row holds, once and
+/// ascending, the coordinates of the members' rows in that row that any (union) or every
+/// (intersection) member stores. Its `indptr`, `indices` and `nnz` are then outputs of the
+/// run (the symbolic phase computes them) unless the caller supplies them, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AxisPattern {
+    /// Union or intersection.
+    pub op: MergeOp,
+    /// The members: sorted sparse axes of the assembled axis's parent, length and index type.
+    pub members: Vec<AxisId>,
+}
+
+impl AxisPattern {
+    /// Whether a co-iteration `op(axes)` visits exactly this pattern's coordinates.
+    pub fn is_iterated_by(&self, op: MergeOp, axes: &[AxisId]) -> bool {
+        self.op == op && axes.len() == self.members.len() && axes.iter().all(|a| self.members.contains(a))
+    }
 }
 
 impl Axis {

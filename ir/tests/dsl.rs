@@ -6,7 +6,7 @@
 
 use sparsec_ir::dsl::*;
 use sparsec_ir::text::{parse_func, print_func};
-use sparsec_ir::{Expr, Func};
+use sparsec_ir::{Expr, Func, MergeOp};
 
 fn workload(name: &str) -> Func {
     let path = format!("{}/../tests/workloads/{name}.sptir", env!("CARGO_MANIFEST_DIR"));
@@ -617,4 +617,28 @@ fn co_iterations() {
     })
     .unwrap();
     same(&dot, &text("coiter_dot"));
+}
+
+/// `AxisDecl::assembled` declares the sparse output of `examples/formats/sparse_add.sptir`.
+#[test]
+fn assembled_axes() {
+    let path = format!("{}/../examples/formats/sparse_add.sptir", env!("CARGO_MANIFEST_DIR"));
+    let want = parse_func(&path, &std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let add = func("sparse_add", |f| {
+        let names = ["a", "b", "c", "a_indptr", "a_indices", "b_indptr", "b_indices", "c_indptr", "c_indices"];
+        let [a, b, c, ap, ai, bp, bi, cp, ci] = names.map(|n| f.handle(n));
+        let [m, n, na, nb, nc] = ["m", "n", "nnz_a", "nnz_b", "nnz_c"].map(|v| f.scalar(v, I32));
+        let I = f.dense_fixed("I", m);
+        let JA = f.sparse_variable("JA", I, n, na, ap, ai);
+        let JB = f.sparse_variable("JB", I, n, nb, bp, bi);
+        let JC = f.axis_with(AxisOpts::new()).assembled("JC", I, n, nc, cp, ci, MergeOp::Union, &[JA, JB]);
+        let A = f.match_sparse_buffer("A", a, [I, JA], F32);
+        let B = f.match_sparse_buffer("B", b, [I, JB], F32);
+        let C = f.match_sparse_buffer("C", c, [I, JC], F32);
+        f.sp_iter_with("add", (I, union([JA, JB])), "SS").vars(["i", "j"]).body(|s, [i, j]| {
+            s.store(C.at([i, j]), A.at([i, j]) + B.at([i, j]));
+        });
+    })
+    .unwrap();
+    same(&add, &want);
 }

@@ -11,6 +11,7 @@
 //! * [`decompose_format`] — format decomposition (`FormatRewriteRule`): a buffer moves to
 //!   new formats, with preprocess iterations that copy it there.
 
+pub mod assemble;
 mod atomic;
 pub mod build;
 mod contract;
@@ -22,6 +23,7 @@ mod lower_iter;
 pub mod scope;
 pub mod simplify;
 
+pub use assemble::count_function;
 pub use atomic::{accumulates_only, accumulation, lower_atomic, ATOMIC_ATTR};
 pub use decompose::{
     block_group_coo_rule, bsr_rule, decompose_format, ell3d_rule, ell_rule, extract_preprocess,

@@ -24,6 +24,21 @@ pub struct FileCase {
     pub output: &'static str,
     /// The output, from the file's entries in f64.
     pub want: Vec<f32>,
+    /// Integer arrays the output must equal exactly (a sparse output's row pointer and
+    /// coordinates: scipy's pattern).
+    pub want_ints: Vec<(&'static str, Vec<i64>)>,
+}
+
+impl FileCase {
+    /// Asserts that `out`, the arrays after a run, hold the expected output.
+    pub fn assert_matches(&self, out: &Args) {
+        crate::assert_close(&self.label, &crate::output_f32(out, self.output), &self.want, 1e-4);
+        for (name, want) in &self.want_ints {
+            let got = out.arrays.get(*name).unwrap_or_else(|| panic!("{}: no `{name}`", self.label));
+            let got: Vec<i64> = (0..got.len()).filter_map(|k| got.get_i64(k)).collect();
+            assert_eq!(&got, want, "{}: `{name}`", self.label);
+        }
+    }
 }
 
 /// The programs: file stem, the modes of the tensor it reads, extra scalars, output.
@@ -37,12 +52,15 @@ const PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
 ];
 
 /// The co-iteration programs, which read `A` and `B` (`B` a partner of `A`'s file, see
-/// [`partner`]): file stem, the modes of the tensors, output.
-const PAIR_PROGRAMS: &[(&str, usize, &str)] = &[
-    ("coiter_add_spmv", 2, "y"),
-    ("coiter_mul_spmv", 2, "y"),
-    ("coiter_add", 2, "c"),
-    ("coiter_dot", 1, "s"),
+/// [`partner`]): file stem, the modes of the tensors, extra scalars, output.
+const PAIR_PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
+    ("coiter_add_spmv", 2, &[], "y"),
+    ("coiter_mul_spmv", 2, &[], "y"),
+    ("coiter_add", 2, &[], "c"),
+    ("coiter_dot", 1, &[], "s"),
+    ("sparse_add", 2, &[], "c"),
+    ("sparse_mul", 2, &[], "c"),
+    ("sparse_sddmm", 2, &[("feat", "3")], "c"),
 ];
 
 /// A second operand for `t` written into `dir`: about half of `t`'s entries (other values)
@@ -208,8 +226,10 @@ fn reference(stem: &str, t: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
 }
 
 /// The output of co-iteration program `stem` from the entries of `a` and `b` and the bound
-/// inputs, in f64 (duplicates summed, as binding sums them).
-fn pair_reference(stem: &str, a: &Tensor<i64, f64>, b: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
+/// inputs, in f64 (duplicates summed, as binding sums them), and the integer arrays it must
+/// give exactly (a sparse output's pattern, as scipy's `A + B` and `A.multiply(B)` give it
+/// where no sum cancels to zero: every stored coordinate, ascending in each row).
+fn pair_reference(stem: &str, a: &Tensor<i64, f64>, b: &Tensor<i64, f64>, args: &Args) -> (Vec<f32>, Vec<(&'static str, Vec<i64>)>) {
     use std::collections::BTreeMap;
     let sum = |t: &Tensor<i64, f64>| {
         let mut m: BTreeMap<Vec<i64>, f64> = BTreeMap::new();
@@ -246,9 +266,36 @@ fn pair_reference(stem: &str, a: &Tensor<i64, f64>, b: &Tensor<i64, f64>, args: 
             c
         }
         "coiter_dot" => vec![ma.iter().filter_map(|(k, v)| mb.get(k).map(|w| v * w)).sum()],
+        "sparse_add" | "sparse_mul" | "sparse_sddmm" => {
+            // The BTreeMaps iterate row by row, columns ascending: CSR order.
+            let mut c: BTreeMap<&Vec<i64>, f64> = BTreeMap::new();
+            if stem == "sparse_add" {
+                for (k, v) in ma.iter().chain(&mb) {
+                    *c.entry(k).or_default() += v;
+                }
+            } else {
+                c.extend(ma.iter().filter_map(|(k, v)| mb.get(k).map(|w| (k, v * w))));
+            }
+            if stem == "sparse_sddmm" {
+                let (x, y, f) = (input(args, "x"), input(args, "y"), int(args, "feat"));
+                for (k, v) in c.iter_mut() {
+                    let (i, j) = (k[0] as usize, k[1] as usize);
+                    *v *= (0..f).map(|q| x[i * f + q] * y[j * f + q]).sum::<f64>();
+                }
+            }
+            let mut ptr = vec![0i64; a.dims()[0] + 1];
+            for k in c.keys() {
+                ptr[k[0] as usize + 1] += 1;
+            }
+            for r in 0..a.dims()[0] {
+                ptr[r + 1] += ptr[r];
+            }
+            let ints = vec![("c_indptr", ptr), ("c_indices", c.keys().map(|k| k[1]).collect())];
+            return (c.values().map(|&v| v as f32).collect(), ints);
+        }
         _ => panic!("no reference for {stem}"),
     };
-    y.into_iter().map(|v| v as f32).collect()
+    (y.into_iter().map(|v| v as f32).collect(), vec![])
 }
 
 /// Every program on every file it reads (the files written into `dir`); `max_nnz` skips
@@ -274,10 +321,10 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
             let label = format!("{stem} on {name}");
             let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
             let want = reference(stem, &t, &args);
-            out.push(FileCase { label, func: func.clone(), args, output, want });
+            out.push(FileCase { label, func: func.clone(), args, output, want, want_ints: vec![] });
         }
     }
-    for &(stem, order, output) in PAIR_PROGRAMS {
+    for &(stem, order, scalars, output) in PAIR_PROGRAMS {
         let func = program(stem);
         let files = if order == 2 { mats.clone() } else { tensors(dir, order) };
         for (name, path) in files {
@@ -291,13 +338,14 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
             let files = [("A", path.clone()), ("B", other)];
             let spec = RunSpec {
                 matrices: files.iter().map(|(k, p)| (k.to_string(), p.clone())).collect(),
+                scalars: scalars.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
                 seed: 7,
                 ..RunSpec::default()
             };
             let label = format!("{stem} on {name}");
             let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
-            let want = pair_reference(stem, &a, &b, &args);
-            out.push(FileCase { label, func: func.clone(), args, output, want });
+            let (want, want_ints) = pair_reference(stem, &a, &b, &args);
+            out.push(FileCase { label, func: func.clone(), args, output, want, want_ints });
         }
     }
     out

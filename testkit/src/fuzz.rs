@@ -179,6 +179,40 @@ pub enum ColKind {
     SparseFixed,
     /// `sparse_variable(I, n, nnz, indptr, indices)` (CSR).
     SparseVariable,
+    /// `sparse_variable(I, n, nnz, indptr, indices, pattern = union(Ja, Jb))` (or
+    /// `intersect`): a sparse output the run assembles; no data of its own.
+    Assembled {
+        /// `union` rather than `intersect`.
+        union: bool,
+        /// The members `J<a>`, `J<b>` (CSR axes).
+        a: usize,
+        /// See `a`.
+        b: usize,
+    },
+}
+
+impl ColKind {
+    /// The name in a reproducer's `cols=` list.
+    fn name(self) -> String {
+        match self {
+            ColKind::Assembled { union, a, b } => format!("assembled:{}:{a}:{b}", if union { "union" } else { "intersect" }),
+            k => COL_NAMES.iter().find(|c| c.0 == k).expect("every plain kind").1.to_string(),
+        }
+    }
+
+    fn parse(s: &str) -> Option<ColKind> {
+        if let Some(rest) = s.strip_prefix("assembled:") {
+            let mut it = rest.split(':');
+            let union = match it.next()? {
+                "union" => true,
+                "intersect" => false,
+                _ => return None,
+            };
+            let (a, b) = (it.next()?.parse().ok()?, it.next()?.parse().ok()?);
+            return Some(ColKind::Assembled { union, a, b });
+        }
+        COL_NAMES.iter().find(|x| x.1 == s).map(|x| x.0)
+    }
 }
 
 /// A program model: fixed declarations (axes `I`, `J<t>`, `JD`, `K` and a buffer pool) and a
@@ -229,6 +263,10 @@ impl Prog {
                 ColKind::DenseVariable => format!("dense_variable(I, n, nnz{t}, indptr{t})"),
                 ColKind::SparseFixed => format!("sparse_fixed(I, n, k{t}, indices{t})"),
                 ColKind::SparseVariable => format!("sparse_variable(I, n, nnz{t}, indptr{t}, indices{t})"),
+                ColKind::Assembled { union, a, b } => {
+                    let op = if *union { "union" } else { "intersect" };
+                    format!("sparse_variable(I, n, nnz{t}, indptr{t}, indices{t}, pattern = {op}(J{a}, J{b}))")
+                }
             };
             axes.push(format!("  axis J{t} = {rhs}"));
             match k {
@@ -241,7 +279,7 @@ impl Prog {
                     params.push(format!("indices{t}: handle"));
                     scalars.push(format!("k{t}: i32"));
                 }
-                ColKind::SparseVariable => {
+                ColKind::SparseVariable | ColKind::Assembled { .. } => {
                     params.push(format!("indptr{t}: handle"));
                     params.push(format!("indices{t}: handle"));
                     scalars.push(format!("nnz{t}: i32"));
@@ -378,7 +416,7 @@ const COL_NAMES: [(ColKind, &str); 4] = [
 /// the program.
 pub fn to_reproducer(case: &Case) -> String {
     let d = &case.data;
-    let cols: Vec<&str> = case.prog.cols.iter().map(|k| COL_NAMES.iter().find(|c| c.0 == *k).expect("every kind").1).collect();
+    let cols: Vec<String> = case.prog.cols.iter().map(|k| k.name()).collect();
     let mut s = format!("# fuzz-data m={} n={} f={} seed={} cols={}", d.m, d.n, d.f, d.seed, cols.join(","));
     s.push_str(if d.finite { " finite=1\n" } else { "\n" });
     if let Some(r) = &d.stored_rows {
@@ -411,7 +449,7 @@ pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
             "finite" => d.finite = num()? != 0,
             "cols" => {
                 for c in v.split(',') {
-                    cols.push(COL_NAMES.iter().find(|x| x.1 == c).ok_or_else(|| format!("unknown axis kind {c}"))?.0);
+                    cols.push(ColKind::parse(c).ok_or_else(|| format!("unknown axis kind {c}"))?);
                 }
             }
             _ => return Err(format!("unknown field {k}")),
@@ -886,7 +924,7 @@ fn gen_rows(rng: &mut Rng, kind: ColKind, m: usize, n: usize) -> Vec<Vec<i32>> {
         (0..m).map(|r| c.indices()[c.indptr()[r] as usize..c.indptr()[r + 1] as usize].to_vec()).collect()
     };
     match kind {
-        ColKind::DenseFixed => vec![],
+        ColKind::DenseFixed | ColKind::Assembled { .. } => vec![],
         ColKind::SparseVariable => {
             let seed = rng.next_u64();
             let c = match rng.below(5) {
@@ -1063,6 +1101,7 @@ fn co_iterate(prog: &mut Prog, rows: &mut Vec<Vec<Vec<i32>>>, side: &mut Rng, ro
     };
     let (bufs, mut new_cols) = (prog.bufs.clone(), prog.cols.clone());
     let mut seen = 0;
+    let mut merged = None;
     for it in &mut prog.iters {
         entries(it, &cols, &mut |it, e, var| {
             if seen == pick {
@@ -1071,11 +1110,50 @@ fn co_iterate(prog: &mut Prog, rows: &mut Vec<Vec<Vec<i32>>>, side: &mut Rng, ro
                 let union = !sparse_store(it, &var, &bufs, &cols) && side.below(2) == 0;
                 let op = if union { "union" } else { "intersect" };
                 it.axes[e] = vec![format!("{op}(J{own}, J{other})")];
+                merged = Some((union, own, other));
             }
             seen += 1;
         });
     }
     prog.cols = new_cols;
+    // Half the time, a sparse output over the same pattern, written by an iteration of its own.
+    if let Some((union, a, b)) = merged.filter(|_| !prog.sparse_rows && side.below(2) == 0) {
+        assemble(prog, rows, union, a, b);
+    }
+}
+
+/// Adds a sparse output `P<t>` over a new axis `J<t>` assembled from `op(J<a>, J<b>)`, and a
+/// last iteration over that co-iteration writing it from the pool's buffers over `I`, the
+/// members and `JD`.
+fn assemble(prog: &mut Prog, rows: &mut Vec<Vec<Vec<i32>>>, union: bool, a: usize, b: usize) {
+    let t = prog.cols.len();
+    prog.cols.push(ColKind::Assembled { union, a, b });
+    // Empty rows (as a reproducer reads them back): the run computes the pattern.
+    let m = rows.get(a).map_or(0, Vec::len);
+    rows.push(vec![vec![]; m]);
+    let (i, j) = (format!("pi{t}"), format!("pj{t}"));
+    let mut value = Expr::lit("0.5", Ty::F32);
+    for buf in prog.bufs.iter().filter(|x| x.ty == Ty::F32 && !x.alloc) {
+        let idx = match buf.axes.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            ["I", x] if *x == format!("J{a}") || *x == format!("J{b}") => vec![Expr::var(&i), Expr::var(&j)],
+            ["I"] => vec![Expr::var(&i)],
+            ["JD"] => vec![Expr::var(&j)],
+            _ => continue,
+        };
+        let load = Expr { head: Head::Load(buf.name.clone()), args: idx, ty: Ty::F32 };
+        value = Expr { head: Head::Bin("+"), args: vec![value, load], ty: Ty::F32 };
+    }
+    let name = format!("P{t}");
+    prog.bufs.push(Buf { name: name.clone(), axes: vec!["I".into(), format!("J{t}")], ty: Ty::F32, default: None, alloc: false });
+    let op = if union { "union" } else { "intersect" };
+    prog.iters.push(SpIter {
+        name: format!("assemble{t}"),
+        axes: vec![vec!["I".into()], vec![format!("{op}(J{a}, J{b})")]],
+        kinds: "SS".into(),
+        vars: vec![i.clone(), j.clone()],
+        init: vec![],
+        body: vec![Item::Store(Store { buf: name, idx: vec![Expr::var(&i), Expr::var(&j)], value })],
+    });
 }
 
 /// Transcendental intrinsics: correctly rounded by the interpreter, within a few ulp on GPUs
@@ -1106,12 +1184,31 @@ fn i32s(v: impl IntoIterator<Item = usize>) -> Array {
 /// with `f1` as the loaded file): as `--checked` code where the argument checks cannot prove
 /// `f1`'s accesses in range. Returns whether it ran checked, and the result.
 pub fn run_as_cli(backend: &dyn sparsec::backend::Backend, f1: &Func, f3: &Func, args: &Args) -> (bool, Result<Args, String>) {
+    run_as_cli_with(backend, f1, f3, &sparsec::driver::Plan::Plain, args)
+}
+
+/// [`run_as_cli`] with `f3` lowered by `plan` (which also lowers a sparse output's symbolic
+/// phase, `sparsec::assembly`).
+pub fn run_as_cli_with(
+    backend: &dyn sparsec::backend::Backend,
+    f1: &Func,
+    f3: &Func,
+    plan: &sparsec::driver::Plan,
+    args: &Args,
+) -> (bool, Result<Args, String>) {
     let loaded = match sparsec::driver::load_text("fuzz.sptir", sparsec::ir::text::print_func(f1)) {
         Ok(l) => l,
         Err(e) => return (false, Err(e.to_string())),
     };
     let checked = sparsec::ir::args::check_accesses(f1, args).is_err();
-    (checked, sparsec::backend::run(backend, &loaded, f1, f3, args, checked).map_err(|e| e.to_string()))
+    (checked, sparsec::backend::run(backend, &loaded, f1, f3, plan, args, checked).map_err(|e| e.to_string()))
+}
+
+/// `f`, lowered from `f1`, on the interpreter after its symbolic phase (`sparsec::assembly`),
+/// as `sparsec run --backend interp --stage N` runs it.
+fn assembled_on_interp(f1: &Func, f: &Func, args: &Args) -> Result<Args, String> {
+    let loaded = sparsec::driver::load_text("fuzz.sptir", sparsec::ir::text::print_func(f1)).map_err(|e| e.to_string())?;
+    sparsec::backend::run(&sparsec::backend::Interp, &loaded, f1, f, &sparsec::driver::Plan::Plain, args, false).map_err(|e| e.to_string())
 }
 
 /// The arguments of `func` (the parsed program of `case`): index arrays and scalars from the
@@ -1144,11 +1241,17 @@ pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, Strin
                 args.array(format!("indptr{t}"), i32s(indptr));
                 args.array(format!("indices{t}"), indices);
             }
+            // The run assembles it, and the buffers over it.
+            ColKind::Assembled { .. } => {}
         }
     }
     let mut rng = Rng::new(d.seed);
+    let assembled = sparsec::passes::assemble::assembled_axes(func);
     for (b, buf) in func.buffers.iter() {
         let Storage::Param(p) = buf.storage else { continue };
+        if buf.axes().iter().any(|a| assembled.contains(a)) {
+            continue;
+        }
         let len = sparsec::ir::args::buffer_len(func, b, &args).map_err(|e| format!("length of `{}`: {e}", buf.name))?;
         let special = |rng: &mut Rng| rng.below(40) == 0;
         let a = match buf.dtype {
@@ -1768,10 +1871,15 @@ impl Runner<'_> {
         };
         let opts = Options { max_steps: self.max_steps, ..Options::default() };
         let mut runs: Vec<(String, Result<Args, String>)> = Vec::new();
+        // A sparse output's lowered stages run after their symbolic phase, as the CLI runs them.
+        let assembles = !sparsec::assembly::missing(f1, args).is_empty();
         for f in std::iter::once(f1).chain(&stages) {
-            let r = catch_unwind(AssertUnwindSafe(|| interp::run_with(f, args, &opts)));
+            let r = catch_unwind(AssertUnwindSafe(|| match assembles && f.stage != Stage::I {
+                true => assembled_on_interp(f1, f, args),
+                false => interp::run_with(f, args, &opts).map_err(|e| e.to_string()),
+            }));
             let r = match r {
-                Ok(r) => r.map_err(|e| e.to_string()),
+                Ok(r) => r,
                 Err(p) => return Outcome::Failure(format!("panic in the interpreter at Stage {}: {}", f.stage, panic_text(p))),
             };
             runs.push((format!("interp Stage {}", f.stage), r));
@@ -2043,13 +2151,34 @@ fn shrinks(c: &Case) -> Vec<Case> {
 
 #[cfg(test)]
 mod tests {
-    use super::{perturbed, shadowed, shadowed_args, widened, widened_args, within_accuracy, within_reassociation, within_rounding, Args, Array};
+    use super::{generate, parse_reproducer, perturbed, shadowed, shadowed_args, to_reproducer, widened, widened_args, within_accuracy, within_reassociation, within_rounding, Args, Array, ColKind};
     use sparsec::interp;
 
     fn args(name: &str, a: Array) -> Args {
         let mut x = Args::new();
         x.array(name, a);
         x
+    }
+
+    #[test]
+    fn the_generator_makes_sparse_outputs_that_verify_and_round_trip() {
+        let mut found = 0;
+        for seed in 0..3000 {
+            let case = generate(seed);
+            if !case.prog.cols.iter().any(|k| matches!(k, ColKind::Assembled { .. })) {
+                continue;
+            }
+            found += 1;
+            let text = to_reproducer(&case);
+            let f = sparsec::ir::text::parse_func("t.sptir", &text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+            assert!(!sparsec::passes::assemble::assembled_axes(&f).is_empty(), "seed {seed}");
+            let (cols, data) = parse_reproducer(&text).unwrap();
+            assert_eq!(cols, case.prog.cols, "seed {seed}");
+            for (t, k) in cols.iter().enumerate().filter(|(_, k)| **k != ColKind::DenseFixed) {
+                assert_eq!(data.rows[t], case.data.rows[t], "seed {seed}: rows of J{t} ({k:?})");
+            }
+        }
+        assert!(found >= 30, "{found} sparse outputs in 3000 seeds");
     }
 
     #[test]

@@ -7,7 +7,8 @@ use cubecl::client::Client;
 use sparsec_backend_cubecl::{compile, CompiledProgram, CubeclError};
 use sparsec_ir::data::Args;
 use sparsec_ir::Func;
-use sparsec_testkit::fuzz::{run_as_cli, Runner};
+use sparsec_testkit::fuzz::{run_as_cli_with, Runner};
+use sparsec::driver::{AutoSchedule, Plan};
 
 /// Messages of clean refusals: argument checks, launch-time refusals, constructs the backend
 /// refuses (`LowerError`/`PlanError::Unsupported`). Nothing broader: any other error fails.
@@ -46,8 +47,13 @@ impl sparsec::backend::Backend for ClientBackend<'_> {
 /// Runs `f3` (lowered from `f1`) on `client` as `sparsec run` does (`fuzz::run_as_cli`); the
 /// structure of the arguments is refused first, with CubeCL's message.
 fn run_checked(name: &str, f3: &Func, f1: &Func, client: &Client, args: &Args) -> Result<Args, String> {
+    run_planned(name, f3, &Plan::Plain, f1, client, args)
+}
+
+/// [`run_checked`] of `f3` lowered by `plan` (a sparse output's symbolic phase is lowered alike).
+fn run_planned(name: &str, f3: &Func, plan: &Plan, f1: &Func, client: &Client, args: &Args) -> Result<Args, String> {
     sparsec_ir::args::check_structure(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
-    run_as_cli(&ClientBackend { name, client: client.clone() }, f1, f3, args).1
+    run_as_cli_with(&ClientBackend { name, client: client.clone() }, f1, f3, plan, args).1
 }
 
 /// The interpreter's stages and `client` (named `name`), unscheduled and with the GPU
@@ -61,7 +67,7 @@ pub fn runner<'a>(name: &'a str, f1: &'a Func, client: &'a Client) -> Runner<'a>
         format!("{name} (auto gpu)"),
         Box::new(move |_, args| {
             let s = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
-            run_checked(name, &s, f1, client, args)
+            run_planned(name, &s, &Plan::Auto(AutoSchedule::Gpu { threads: 32 }), f1, client, args)
         }),
     ));
     runner.backends.push((

@@ -12,7 +12,8 @@
 use sparsec_backend_mlir::{CpuKernel, CpuOptions};
 use sparsec_ir::data::Args;
 use sparsec_ir::Func;
-use sparsec_testkit::fuzz::{build_args, generate, generate_with, parse_reproducer, GenOptions, run_as_cli, to_reproducer, ColKind, Data, Outcome, Runner};
+use sparsec_testkit::fuzz::{build_args, generate, generate_with, parse_reproducer, GenOptions, run_as_cli_with, to_reproducer, ColKind, Data, Outcome, Runner};
+use sparsec::driver::{AutoSchedule, Plan};
 use std::time::{Duration, Instant};
 
 /// The check of the arguments' sparse structure that no run path skips.
@@ -45,10 +46,15 @@ impl sparsec::backend::Backend for Jit {
 /// Runs `f3` (Stage III, lowered from `f1`) on the JIT as `sparsec run` does
 /// (`fuzz::run_as_cli`), with the interpreter's contract (every array back).
 fn jit(f1: &Func, f3: &Func, args: &Args, opts: &CpuOptions) -> Result<Args, String> {
+    jit_planned(f1, f3, &Plan::Plain, args, opts)
+}
+
+/// [`jit`] of `f3` lowered by `plan` (a sparse output's symbolic phase is lowered alike).
+fn jit_planned(f1: &Func, f3: &Func, plan: &Plan, args: &Args, opts: &CpuOptions) -> Result<Args, String> {
     if let Some(why) = refused(f1, args) {
         return Err(format!("refused: {why}"));
     }
-    match run_as_cli(&Jit(opts.clone()), f1, f3, args) {
+    match run_as_cli_with(&Jit(opts.clone()), f1, f3, plan, args) {
         // Checked nests all record into the one fault array, an exchange that needs a
         // barrier; the GPU path refuses it under non-uniform control flow
         // (`ir::sync::SyncError::NonUniformBarrier`): a clean refusal, not compared.
@@ -81,7 +87,7 @@ pub(super) fn runner() -> Runner<'static> {
         "mlir-cpu (auto cpu)".into(),
         Box::new(|f1, _, a| {
             let f = sparsec_schedule::auto::cpu_schedule(f1).map_err(|e| format!("cpu schedule: {e}"))?;
-            jit(f1, &f, a, &CpuOptions::default())
+            jit_planned(f1, &f, &Plan::Auto(AutoSchedule::Cpu), a, &CpuOptions::default())
         }),
     ));
     r.staged_backends.push((
@@ -91,14 +97,14 @@ pub(super) fn runner() -> Runner<'static> {
             // paths the default takes only on large inputs, on the fuzzer's small ones.
             let t = sparsec_schedule::auto::CpuTuning { long_row: 1, prefetch_min_bytes: 0, ..Default::default() };
             let f = sparsec_schedule::auto::cpu_schedule_tuned(f1, &t).map_err(|e| format!("cpu schedule: {e}"))?;
-            jit(f1, &f, a, &CpuOptions::default())
+            jit_planned(f1, &f, &Plan::Auto(AutoSchedule::CpuTuned(t)), a, &CpuOptions::default())
         }),
     ));
     r.staged_backends.push((
         "mlir gpu emulated (auto gpu)".into(),
         Box::new(|f1, _, a| {
             let f = sparsec_schedule::auto::gpu_schedule(f1, 32).map_err(|e| format!("gpu schedule: {e}"))?;
-            jit(f1, &f, a, &CpuOptions { emulate_gpu: true, ..CpuOptions::default() })
+            jit_planned(f1, &f, &Plan::Auto(AutoSchedule::Gpu { threads: 32 }), a, &CpuOptions { emulate_gpu: true, ..CpuOptions::default() })
         }),
     ));
     r.staged_backends.push(("mlir-cpu (random schedule)".into(), Box::new(|f1, _, a| random_scheduled(f1, a, false))));

@@ -5,7 +5,7 @@ use super::expr::{AxisRef, BufferRef, HandleRef, Owner, VarRef, E};
 use crate::arena::Handle;
 use crate::expr::Expr;
 use crate::func::{
-    AttrValue, Attrs, Axis, Buffer, Func, Layout, Param, ParamKind, SpIter, Stmt, StmtKind, Storage, VarId,
+    AttrValue, Attrs, Axis, AxisPattern, Buffer, Func, MergeOp, Layout, Param, ParamKind, SpIter, Stmt, StmtKind, Storage, VarId,
 };
 use crate::span::Span;
 use crate::types::{AxisKind, DType, Scope};
@@ -158,6 +158,7 @@ impl State {
             indices,
             idtype: opts.idtype,
             sorted: opts.sorted,
+            pattern: fields.pattern,
             span: Span::NONE,
         });
         AxisRef { id, owner: self.id }
@@ -196,6 +197,7 @@ struct AxisFields {
     nnz: Option<E>,
     indptr: Option<HandleRef>,
     indices: Option<HandleRef>,
+    pattern: Option<AxisPattern>,
 }
 
 mod sealed {
@@ -608,7 +610,7 @@ impl AxisDecl<'_, '_> {
 
     /// `axis name = dense_fixed(length, ...)`
     pub fn dense_fixed(self, name: &str, length: impl Into<E>) -> AxisRef {
-        let fields = AxisFields { parent: None, length: length.into(), nnz: None, indptr: None, indices: None };
+        let fields = AxisFields { parent: None, length: length.into(), nnz: None, indptr: None, indices: None, pattern: None };
         self.declare(name, AxisKind::DenseFixed, fields)
     }
 
@@ -627,6 +629,7 @@ impl AxisDecl<'_, '_> {
             nnz: Some(nnz.into()),
             indptr: Some(indptr),
             indices: None,
+            pattern: None,
         };
         self.declare(name, AxisKind::DenseVariable, fields)
     }
@@ -646,6 +649,7 @@ impl AxisDecl<'_, '_> {
             nnz: Some(nnz_per_row.into()),
             indptr: None,
             indices: Some(indices),
+            pattern: None,
         };
         self.declare(name, AxisKind::SparseFixed, fields)
     }
@@ -653,8 +657,14 @@ impl AxisDecl<'_, '_> {
     /// `axis name = sparse_fixed(length, nnz, indices, ...)`: a root axis storing `nnz`
     /// distinct coordinates (a sparse vector, DCSR's rows).
     pub fn sparse_root(self, name: &str, length: impl Into<E>, nnz: impl Into<E>, indices: HandleRef) -> AxisRef {
-        let fields =
-            AxisFields { parent: None, length: length.into(), nnz: Some(nnz.into()), indptr: None, indices: Some(indices) };
+        let fields = AxisFields {
+            parent: None,
+            length: length.into(),
+            nnz: Some(nnz.into()),
+            indptr: None,
+            indices: Some(indices),
+            pattern: None,
+        };
         self.declare(name, AxisKind::SparseFixed, fields)
     }
 
@@ -674,6 +684,34 @@ impl AxisDecl<'_, '_> {
             nnz: Some(nnz.into()),
             indptr: Some(indptr),
             indices: Some(indices),
+            pattern: None,
+        };
+        self.declare(name, AxisKind::SparseVariable, fields)
+    }
+
+    /// `axis name = sparse_variable(parent, length, nnz, indptr, indices, ..., pattern =
+    /// op(members))`: an assembled axis (a sparse output's pattern), its rows the union or
+    /// intersection of the members' rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn assembled(
+        self,
+        name: &str,
+        parent: AxisRef,
+        length: impl Into<E>,
+        nnz: impl Into<E>,
+        indptr: HandleRef,
+        indices: HandleRef,
+        op: MergeOp,
+        members: &[AxisRef],
+    ) -> AxisRef {
+        let members = members.iter().filter_map(|m| self.b.st.axis(*m).map(|_| m.id)).collect();
+        let fields = AxisFields {
+            parent: Some(parent),
+            length: length.into(),
+            nnz: Some(nnz.into()),
+            indptr: Some(indptr),
+            indices: Some(indices),
+            pattern: Some(AxisPattern { op, members }),
         };
         self.declare(name, AxisKind::SparseVariable, fields)
     }

@@ -618,7 +618,9 @@ impl FuncBuilder {
             AxisKind::SparseFixed => (3, 4),
             AxisKind::SparseVariable => (5, 5),
         };
-        let (pos, kw) = self.split_args(kind.name(), span, args, min, n, &["idtype", "sorted"])?;
+        let allowed: &[&str] = if kind == AxisKind::SparseVariable { &["idtype", "sorted", "pattern"] } else { &["idtype", "sorted"] };
+        let (pos, kw) = self.split_args(kind.name(), span, args, min, n, allowed)?;
+        let pattern = kw.get("pattern").map(|(v, _)| self.pattern_arg(v)).transpose()?;
         let idtype = match kw.get("idtype") {
             Some((v, _)) => self.dtype_arg(v)?,
             None => DType::I32,
@@ -640,6 +642,7 @@ impl FuncBuilder {
             indices: None,
             idtype,
             sorted,
+            pattern,
             span,
         };
         match kind {
@@ -665,6 +668,39 @@ impl FuncBuilder {
         let h = self.func.axes.append(axis);
         self.axes.insert(name, h);
         Ok(())
+    }
+
+    /// `union(JA, JB)` or `intersect(..)`: an assembled axis's pattern (axes declared before).
+    fn pattern_arg(&self, p: &Pair<Rule>) -> PResult<AxisPattern> {
+        let span = span_of(p);
+        let bad = || (span, format!("expected `union(A, B, ..)` or `intersect(A, B, ..)` of declared axes, found `{}`", p.as_str()));
+        let mut cur = p.clone();
+        while cur.as_rule() == Rule::expr {
+            let mut it = cur.clone().into_inner();
+            match (it.next(), it.next()) {
+                (Some(first), None) => cur = first,
+                _ => return Err(bad()),
+            }
+        }
+        if cur.as_rule() != Rule::call {
+            return Err(bad());
+        }
+        let mut it = cur.into_inner();
+        let op = match it.next().map(|x| x.as_str().to_string()).as_deref() {
+            Some("union") => MergeOp::Union,
+            Some("intersect") => MergeOp::Intersect,
+            _ => return Err(bad()),
+        };
+        let args = self.args(it.next().ok_or_else(bad)?)?;
+        let mut members = Vec::new();
+        for a in args {
+            let Arg::Pos(x) = a else { return Err(bad()) };
+            members.push(self.axis(&self.ident_arg(&x, "an axis")?)?);
+        }
+        if members.len() < 2 {
+            return Err(bad());
+        }
+        Ok(AxisPattern { op, members })
     }
 
     /// Parses a `buffer` declaration; returns the handle and whether it is an allocation.

@@ -12,7 +12,7 @@ pub(super) enum Iterated {
     /// One axis (plain, fused or attached).
     Axis(AxisId),
     /// A union: its coordinates need not be stored in any one member.
-    Union,
+    Union(Vec<AxisId>),
     /// An intersection: every member stores its coordinates.
     Intersect(Vec<AxisId>),
 }
@@ -242,7 +242,7 @@ impl<'f> Verifier<'f> {
         let mut k = 0;
         for entry in &it.axes {
             let what: Vec<Iterated> = match entry {
-                SpIterAxis::Merge { op: crate::func::MergeOp::Union, .. } => vec![Iterated::Union],
+                SpIterAxis::Merge { op: crate::func::MergeOp::Union, axes } => vec![Iterated::Union(axes.clone())],
                 SpIterAxis::Merge { axes, .. } => vec![Iterated::Intersect(axes.clone())],
                 other => other.axes().into_iter().map(Iterated::Axis).collect(),
             };
@@ -389,12 +389,13 @@ impl<'f> Verifier<'f> {
             let Some((a, axis)) = axes.get(d).and_then(|a| Some((*a, f.axes.try_get(*a)?))) else { continue };
             // A dense-variable row holds every coordinate below its length: a lookup there is a
             // range check, and programs (bmm) write through it.
-            if !axis.kind.is_sparse() {
+            // An assembled axis is indexed by its own co-iteration alone (`assembled_access`).
+            if !axis.kind.is_sparse() || axis.pattern.is_some() {
                 continue;
             }
             let (buffer, var, axis_name) = (self.buffer_name(buffer), self.var_name(*v), axis.name.clone());
             match what {
-                Iterated::Union => {
+                Iterated::Union(_) => {
                     self.err(K::StoreAtUnionCoordinate { buffer, var, sp_iter: sp_iter.to_string(), axis: axis_name })
                 }
                 Iterated::Axis(x) if x != a => {
@@ -406,6 +407,33 @@ impl<'f> Verifier<'f> {
                     self.err(K::StoreAtLookedUpCoordinate { buffer, var, axis: axis_name, iterated })
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// A Stage-I access to a dimension over an assembled axis: its index must be the iterator
+    /// of a co-iteration of exactly the axis's pattern, which visits the row's coordinates in
+    /// its order (the lowering takes the visit count as the position).
+    pub(super) fn assembled_access(&mut self, buffer: BufferId, indices: &'f [Expr]) {
+        let f = self.f;
+        let Some(axes) = f.buffers.try_get(buffer).map(|b| b.axes().to_vec()) else { return };
+        for (d, &a) in axes.iter().enumerate() {
+            let Some(pt) = f.axes.try_get(a).and_then(|x| x.pattern.as_ref()) else { continue };
+            let ok = match indices.get(d) {
+                Some(Expr::Var(v)) => self.sp_vars.iter().rev().find(|(u, _, _)| u == v).is_some_and(|(_, _, w)| match w {
+                    Iterated::Union(m) => pt.is_iterated_by(crate::func::MergeOp::Union, m),
+                    Iterated::Intersect(m) => pt.is_iterated_by(crate::func::MergeOp::Intersect, m),
+                    Iterated::Axis(_) => false,
+                }),
+                _ => false,
+            };
+            if !ok {
+                let members: Vec<String> = pt.members.iter().map(|m| self.axis_name(*m)).collect();
+                self.err(K::AssembledIndex {
+                    buffer: self.buffer_name(buffer),
+                    axis: self.axis_name(a),
+                    pattern: format!("{}({})", pt.op.name(), members.join(", ")),
+                });
             }
         }
     }

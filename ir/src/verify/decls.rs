@@ -2,7 +2,7 @@
 
 use super::{is_name, Verifier, VerifyErrorKind as K};
 use crate::expr::Expr;
-use crate::func::{Axis, Buffer, Layout, ParamId, ParamKind, Storage};
+use crate::func::{Axis, AxisId, Buffer, Layout, ParamId, ParamKind, Storage};
 use crate::types::{AxisKind, Stage};
 use std::collections::{HashMap, HashSet};
 
@@ -82,8 +82,72 @@ impl<'f> Verifier<'f> {
             if !a.idtype.is_int() {
                 self.err(K::AxisIdType { axis: a.name.clone(), found: a.idtype });
             }
+            if let Some(p) = a.parent.and_then(|p| f.axes.try_get(p)) {
+                if p.pattern.is_some() {
+                    let why = format!("`{}` lies below it; an assembled axis has no children", a.name);
+                    self.err(K::AssembledAxis { axis: p.name.clone(), why });
+                }
+            }
+            if a.pattern.is_some() {
+                self.assembled_axis(h, a);
+            }
         }
         names
+    }
+
+    /// An assembled axis: a sorted sparse-variable axis below a root dense-fixed one (so its
+    /// row pointer has `length + 1` entries the symbolic phase can count), its `nnz` a
+    /// scalar parameter the run sets, its members co-iterable axes declared before it with
+    /// its parent, length and index type.
+    fn assembled_axis(&mut self, h: AxisId, a: &'f Axis) {
+        let f = self.f;
+        let Some(pt) = &a.pattern else { return };
+        let mut why = Vec::new();
+        if a.kind != AxisKind::SparseVariable || !a.sorted {
+            why.push("only a sorted sparse_variable axis is assembled".to_string());
+        }
+        match a.parent.and_then(|p| f.axes.try_get(p)) {
+            Some(p) if p.kind == AxisKind::DenseFixed && p.parent.is_none() => {}
+            Some(p) => why.push(format!("its parent `{}` is not a root dense_fixed axis", p.name)),
+            None => {}
+        }
+        let nnz_param = match &a.nnz {
+            Some(Expr::Var(v)) => f.params.iter().any(|p| p.kind == ParamKind::Scalar(*v)),
+            _ => false,
+        };
+        if !nnz_param {
+            why.push("its nnz must be a scalar parameter, which the run sets".to_string());
+        }
+        if pt.members.len() < 2 {
+            why.push(format!("{}(..) needs two members or more", pt.op.name()));
+        }
+        for (k, &m) in pt.members.iter().enumerate() {
+            let Some(x) = f.axes.try_get(m) else {
+                self.dangling("axis", m, f.axes.len());
+                continue;
+            };
+            let bad = if m >= h {
+                Some("it is declared after".to_string())
+            } else if pt.members[..k].contains(&m) {
+                Some("it is named twice".to_string())
+            } else if x.kind != AxisKind::SparseVariable || !x.sorted || x.pattern.is_some() {
+                Some("members are sorted sparse_variable axes given by the caller".to_string())
+            } else if x.parent != a.parent {
+                Some("its parent differs".to_string())
+            } else if x.length != a.length {
+                Some("its length differs".to_string())
+            } else if x.idtype != a.idtype {
+                Some(format!("its index type is {}, not {}", x.idtype, a.idtype))
+            } else {
+                None
+            };
+            if let Some(b) = bad {
+                why.push(format!("member `{}`: {b}", x.name));
+            }
+        }
+        for w in why {
+            self.err(K::AssembledAxis { axis: a.name.clone(), why: w });
+        }
     }
 
     fn axis_field(&mut self, a: &Axis, field: &'static str, present: bool, wanted: bool) {

@@ -327,6 +327,25 @@ pub enum VerifyErrorKind {
         /// What the iterator iterates.
         iterated: String,
     },
+    /// An assembled axis (`pattern = ..`) that cannot be one.
+    #[error("axis `{axis}` cannot be assembled: {why}")]
+    AssembledAxis {
+        /// The axis.
+        axis: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A Stage-I access to an assembled axis through something other than an iterator of
+    /// its pattern's co-iteration.
+    #[error("`{buffer}` is indexed in its assembled axis `{axis}` by something other than the iterator of {pattern}: an assembled axis is written and read only while its pattern is co-iterated")]
+    AssembledIndex {
+        /// The buffer.
+        buffer: String,
+        /// The assembled axis.
+        axis: String,
+        /// `union(JA, JB)`.
+        pattern: String,
+    },
     /// An axis iterated below a co-iterated one: a co-iteration's iterator picks no row of
     /// any one member.
     #[error("sp_iter `{sp_iter}`: `{axis}` lies below `{parent}`, which a co-iteration iterates; a coordinate of a union or intersection picks no row of `{parent}`")]

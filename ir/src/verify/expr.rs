@@ -189,6 +189,8 @@ impl<'f> Verifier<'f> {
         if let Some(buf) = buf {
             if idx.len() != buf.ndim() {
                 self.err(K::IndexCount { buffer: buf.name.clone(), expected: buf.ndim(), found: idx.len() });
+            } else if self.f.stage == crate::types::Stage::I {
+                self.assembled_access(b, idx);
             }
         }
         buf

@@ -35,6 +35,7 @@ impl Lowerer<'_> {
                 kind: AxisKind::DenseVariable,
                 length: if axis.sorted { axis.length.clone() } else { axis.nnz.clone().unwrap_or_else(|| axis.length.clone()) },
                 indices: None,
+                pattern: None,
                 span: Span::NONE,
                 ..axis
             },
@@ -46,6 +47,7 @@ impl Lowerer<'_> {
                 nnz: None,
                 indptr: None,
                 indices: None,
+                pattern: None,
                 span: Span::NONE,
                 ..axis
             },

@@ -271,13 +271,34 @@ impl Lowerer<'_> {
             let j = self.bind(&name, least, &mut step);
             let here: Vec<Expr> = coords.iter().map(|c| bin(&self.out, BinOp::Eq, c.clone(), j.clone())).collect();
             // Inside an intersection's body every cursor stands at the coordinate.
-            let merged = cursors
+            let mut merged: Vec<(AxisId, Expr, Expr)> = cursors
                 .iter()
                 .zip(&here)
                 .map(|((a, _, p), h)| (*a, p.clone(), if op == MergeOp::Intersect { Expr::Bool(true) } else { h.clone() }))
                 .collect();
+            // An axis assembled from exactly this co-iteration holds its coordinates in the
+            // order visited: the position of a point is the count of points before it in the
+            // row (a cursor of its own, moved after the body).
+            let assembled: Vec<AxisId> = self
+                .out
+                .axes
+                .iter()
+                .filter(|(_, x)| x.parent == parent && x.pattern.as_ref().is_some_and(|pt| pt.is_iterated_by(op, axes)))
+                .map(|(h, _)| h)
+                .collect();
+            let mut visited = None;
+            if let Some(&first_out) = assembled.first() {
+                let out_name = self.out.axes[first_out].name.clone();
+                let (cur, alloc) = self.local_scalar(&format!("{out_name}_cursor"), idtype);
+                head.push(alloc);
+                head.push(store(cur, at.clone(), int(0, idtype)));
+                let p = self.bind(&format!("{out_name}_pos"), Expr::Load(cur, at.clone()), &mut step);
+                merged.extend(assembled.iter().map(|&x| (x, p.clone(), Expr::Bool(true))));
+                visited = Some(store(cur, at.clone(), add(&self.out, p, int(1, idtype))));
+            }
             self.iters.push(IterInfo { var: e.vars[0], axis: axes[0], pos: j.clone(), coord: j.clone(), chain: vec![], row_src, merged });
-            let inner = self.nest(plan, b + 1, mode, true)?;
+            let mut inner = self.nest(plan, b + 1, mode, true)?;
+            inner.extend(visited);
             match op {
                 MergeOp::Union => step.extend(inner),
                 MergeOp::Intersect => {

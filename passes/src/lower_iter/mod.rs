@@ -37,6 +37,19 @@ pub(crate) fn run(f: Verified<'_>) -> Result<Func, PassError> {
     if f.stage != Stage::I {
         return Err(PassError::WrongStage { pass: "lower_sparse_iter", expected: Stage::I, found: f.stage });
     }
+    // A function that assembles a sparse output first fills the coordinates of its pattern.
+    if !crate::assemble::assembled_axes(&f).is_empty() {
+        let filled = crate::assemble::fill_iterations(&f);
+        let filled = sparsec_ir::verify::verified(&filled).map_err(|errors| PassError::InvalidOutput {
+            pass: "lower_sparse_iter (filling an assembled axis)",
+            errors,
+        })?;
+        return lower(filled);
+    }
+    lower(f)
+}
+
+fn lower(f: Verified<'_>) -> Result<Func, PassError> {
     let mut l = Lowerer::new(f);
     let body = l.stmts(&f.body)?;
     l.out.body = body;
