@@ -7,6 +7,7 @@
 //! the coordinate and value arrays, zeroed), then runs the program, which fills them.
 
 use crate::driver::{DriverError, Plan};
+use sparsec_passes::assemble::Phase;
 use sparsec_ir::data::{Args, Array, Scalar};
 use sparsec_ir::{AxisId, DType, Expr, Func, Layout, ParamKind, Stage, Storage};
 
@@ -44,25 +45,40 @@ pub fn missing(func: &Func, args: &Args) -> Vec<AxisId> {
         .collect()
 }
 
-/// The symbolic phase of Stage-I `func` as written and lowered to `stage` the way `plan`
-/// lowers the program (a default schedule schedules it too; a trace is the program's, so
-/// it runs plain); `None` where `func` assembles nothing.
-pub fn count_program(func: &Func, plan: &Plan, stage: Stage) -> Result<Option<(Func, Func)>, DriverError> {
-    let Some(count) = sparsec_passes::count_function(func)? else { return Ok(None) };
+/// The programs of the symbolic phase of Stage-I `func` ([`sparsec_passes::assemble::symbolic_phases`]),
+/// each as written and as it runs: a Stage-I one lowered to `stage` the way `plan` lowers the
+/// program (a default schedule schedules it too; a trace is the program's, so it runs
+/// plain), a Stage-III one as it is. Empty where `func` assembles nothing.
+pub fn phases(func: &Func, plan: &Plan, stage: Stage) -> Result<Vec<(Phase, Func)>, DriverError> {
     let plan = match plan {
         Plan::Auto(a) => Plan::Auto(*a),
         Plan::Plain | Plan::Trace(_) => Plan::Plain,
     };
-    let stages = match plan {
-        Plan::Plain => vec![crate::driver::lower(&count, stage)?],
-        plan => crate::driver::lower_with(&count, &plan)?,
-    };
-    let lowered = stages
-        .into_iter()
-        .rev()
-        .find(|g| g.stage == stage)
-        .ok_or(DriverError::CannotRaise { func: count.name.clone(), at: count.stage, want: stage })?;
-    Ok(Some((count, lowered)))
+    let mut out = Vec::new();
+    for phase in sparsec_passes::assemble::symbolic_phases(func)? {
+        let lowered = match (&plan, phase.func.stage) {
+            (_, s) if s >= stage => phase.func.clone(),
+            (Plan::Plain, _) => crate::driver::lower(&phase.func, stage)?,
+            (plan, _) => crate::driver::lower_with(&phase.func, plan)?
+                .into_iter()
+                .rev()
+                .find(|g| g.stage == stage)
+                .ok_or(DriverError::CannotRaise { func: phase.func.name.clone(), at: phase.func.stage, want: stage })?,
+        };
+        out.push((phase, lowered));
+    }
+    Ok(out)
+}
+
+/// The row pointer and coordinate arrays of the assembled axes of `func` that `args` lacks
+/// (what the symbolic phase's programs return).
+pub fn pattern_arrays(func: &Func, args: &Args) -> (Vec<String>, Vec<String>) {
+    let name = |p: Option<usize>| p.map(|p| func.params[p].name.clone());
+    let axes = missing(func, args);
+    (
+        axes.iter().filter_map(|&a| name(func.axes[a].indptr)).collect(),
+        axes.iter().filter_map(|&a| name(func.axes[a].indices)).collect(),
+    )
 }
 
 /// The arguments of the symbolic phase: `args` and a zeroed row pointer for each axis it

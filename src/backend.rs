@@ -116,8 +116,10 @@ pub struct Prepared<'a> {
     loaded: &'a Loaded,
     backend: String,
     compiled: Box<dyn Compiled>,
-    /// The symbolic phase of a sparse output, with the Stage-I function it completes.
-    symbolic: Option<(Box<dyn Compiled>, Func)>,
+    /// The programs of a sparse output's symbolic phase, in order.
+    symbolic: Vec<SymbolicPhase>,
+    /// The function as written (a symbolic phase completes its arguments).
+    stage1: Func,
     args: Args,
     sites: Option<Vec<sparsec_passes::Site>>,
     /// Checking the arguments against the Stage-I function (zero for the interpreter).
@@ -141,20 +143,29 @@ pub fn prepare<'a>(
     let name = backend.name().to_string();
     let compile = |f: &Func| backend.compile(f).map_err(|message| BackendError::Compile { backend: name.clone(), message });
     // A sparse output whose pattern the arguments lack: its symbolic phase, lowered like the
-    // program, checked like any program (its accesses are always proven).
-    let symbolic = match crate::assembly::missing(stage1, args).is_empty() {
-        true => None,
-        false => match crate::assembly::count_program(stage1, plan, lowered.stage)? {
-            None => None,
-            Some((count1, count)) => {
-                if !backend.checks_indices() {
-                    let count_args = crate::assembly::count_args(stage1, args)?;
-                    crate::driver::check_compiled_args(loaded, &count1, &count_args, false)?;
+    // program; a Stage-I program of it checked like any program (its accesses are always
+    // proven), one written at Stage III (a product's, which reads through its own index
+    // arrays) compiled with checks in its code.
+    let mut symbolic = Vec::new();
+    if !crate::assembly::missing(stage1, args).is_empty() {
+        let count_args = crate::assembly::count_args(stage1, args)?;
+        for (phase, lowered) in crate::assembly::phases(stage1, plan, lowered.stage)? {
+            let mut sites = None;
+            let program = match (backend.checks_indices(), phase.func.stage) {
+                (true, _) => lowered,
+                (false, sparsec_ir::Stage::I) => {
+                    crate::driver::check_compiled_args(loaded, &phase.func, &count_args, false)?;
+                    lowered
                 }
-                Some((compile(&count)?, stage1.clone()))
-            }
-        },
-    };
+                (false, _) => {
+                    let (g, s) = sparsec_passes::insert_checks(&lowered)?;
+                    sites = Some(s);
+                    g
+                }
+            };
+            symbolic.push(SymbolicPhase { compiled: compile(&program)?, sites, counts: phase.counts, name: phase.func.name });
+        }
+    }
     if !backend.checks_indices() {
         // Loops written parallel or bound by hand (a program written at Stage II or III) are
         // proven as the primitives prove theirs: elsewhere they run at once, not in order.
@@ -187,20 +198,65 @@ pub fn prepare<'a>(
     let start = std::time::Instant::now();
     let compiled = compile(&program)?;
     let compile_time = start.elapsed();
-    Ok(Prepared { loaded, backend: name, compiled, symbolic, args, sites, check_time, compile_time })
+    Ok(Prepared { loaded, backend: name, compiled, symbolic, stage1: stage1.clone(), args, sites, check_time, compile_time })
+}
+
+/// One compiled program of a symbolic phase.
+struct SymbolicPhase {
+    compiled: Box<dyn Compiled>,
+    /// The checks in its code, where it has them.
+    sites: Option<Vec<sparsec_passes::Site>>,
+    /// It counts rows (else it writes coordinates).
+    counts: bool,
+    name: String,
+}
+
+/// Moves the arrays `names` from `from` into `into`.
+fn take(into: &mut Args, mut from: Args, names: &[String]) {
+    for n in names {
+        if let Some(a) = from.arrays.shift_remove(n) {
+            into.array(n.clone(), a);
+        }
+    }
 }
 
 impl Prepared<'_> {
+    /// Runs one program of the symbolic phase on `args`; a fault of its checks is an error.
+    fn run_phase(&self, ph: &SymbolicPhase, args: &Args) -> Result<Args, BackendError> {
+        let failed = |message| BackendError::Run { backend: self.backend.clone(), message };
+        let Some(sites) = &ph.sites else { return ph.compiled.run(args).map_err(failed) };
+        let mut args = args.clone();
+        args.array(sparsec_passes::FAULT_PARAM, Array::I64(vec![0; 3]));
+        let out = ph.compiled.run(&args).map_err(failed)?;
+        match out.arrays.get(sparsec_passes::FAULT_PARAM) {
+            Some(Array::I64(v)) => match sparsec_passes::Fault::decode(sites, v) {
+                Some(f) => Err(ArgsRefused(format!("{}: the symbolic phase `{}`: {f}", self.loaded.name, ph.name)).into()),
+                None => Ok(out),
+            },
+            _ => Err(ArgsRefused(format!("{}: the symbolic phase `{}` returned no fault array", self.loaded.name, ph.name)).into()),
+        }
+    }
+
     /// Runs the program once on its arguments (each run starts from them afresh).
     pub fn run(&self) -> Result<Args, BackendError> {
         let failed = |message| BackendError::Run { backend: self.backend.clone(), message };
         let assembled;
-        let args = match &self.symbolic {
-            None => &self.args,
-            Some((count, stage1)) => {
-                let counted = count.run(&crate::assembly::count_args(stage1, &self.args)?).map_err(failed)?;
+        let args = match self.symbolic.is_empty() {
+            true => &self.args,
+            false => {
+                // Counts, prefix sums and allocation, then the coordinates.
+                let (ptrs, coords) = crate::assembly::pattern_arrays(&self.stage1, &self.args);
+                let mut counted = crate::assembly::count_args(&self.stage1, &self.args)?;
+                for ph in self.symbolic.iter().filter(|p| p.counts) {
+                    let out = self.run_phase(ph, &counted)?;
+                    take(&mut counted, out, &ptrs);
+                }
                 let mut args = self.args.clone();
-                crate::assembly::complete(stage1, &mut args, &counted)?;
+                crate::assembly::complete(&self.stage1, &mut args, &counted)?;
+                for ph in self.symbolic.iter().filter(|p| !p.counts) {
+                    let out = self.run_phase(ph, &args)?;
+                    take(&mut args, out, &coords);
+                }
                 assembled = args;
                 &assembled
             }

@@ -226,6 +226,24 @@ fn accesses<'t>(t: &'t Term, out: &mut Vec<&'t Access>) {
     }
 }
 
+/// `t` as `.sptir` text, accesses printed by `index`, parenthesised where `prec` needs.
+fn term_text(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
+    match t {
+        Term::Access(a) => index(a),
+        Term::Number(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.1}"),
+        Term::Number(v) => format!("{v:?}"),
+        Term::Binary(op, a, b) => {
+            let p = if *op == '*' { 2 } else { 1 };
+            let s = format!("{} {op} {}", term_text(a, index, p), term_text(b, index, p + 1));
+            if p < prec {
+                format!("({s})")
+            } else {
+                s
+            }
+        }
+    }
+}
+
 /// The levels of a tensor in `format`, `true` where compressed.
 fn levels(format: Format, rank: usize) -> Vec<bool> {
     match format {
@@ -446,22 +464,6 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
         let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{}], f32{modes})", n.to_lowercase(), dims.join(", "));
     }
     let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
-    fn term_text(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
-        match t {
-            Term::Access(a) => index(a),
-            Term::Number(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.1}"),
-            Term::Number(v) => format!("{v:?}"),
-            Term::Binary(op, a, b) => {
-                let p = if *op == '*' { 2 } else { 1 };
-                let s = format!("{} {op} {}", term_text(a, index, p), term_text(b, index, p + 1));
-                if p < prec {
-                    format!("({s})")
-                } else {
-                    s
-                }
-            }
-        }
-    }
     let value = term_text(&rhs, &index, 0);
     let kinds: String = order.iter().map(|i| if out.indices.contains(i) { 'S' } else { 'R' }).collect();
     let iters: Vec<String> = order.iter().map(|i| axis_of(i)).collect();
@@ -603,25 +605,6 @@ fn assembled(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(Strin
         let _ = writeln!(buffers, "  buffer {n} = match_sparse_buffer({}, [{ai}, {col}], f32)", n.to_lowercase());
     }
     let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
-    let text_of = |t: &Term| -> String {
-        fn go(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
-            match t {
-                Term::Access(a) => index(a),
-                Term::Number(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.1}"),
-                Term::Number(v) => format!("{v:?}"),
-                Term::Binary(op, a, b) => {
-                    let p = if *op == '*' { 2 } else { 1 };
-                    let s = format!("{} {op} {}", go(a, index, p), go(b, index, p + 1));
-                    if p < prec {
-                        format!("({s})")
-                    } else {
-                        s
-                    }
-                }
-            }
-        }
-        go(t, &index, 0)
-    };
     params.extend(scalars);
     let text = format!(
         "# {expr}\nfunc {name}({}) {{\n{axes}{buffers}  sp_iter {name}([{ai}, {}({})], \"SS\") as [{i}, {j}] {{\n    {} = {}\n  }}\n}}\n",
@@ -629,7 +612,7 @@ fn assembled(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(Strin
         o.name(),
         merged.join(", "),
         index(out),
-        text_of(rhs)
+        term_text(rhs, &index, 0)
     );
     Ok(Some(text))
 }

@@ -2,8 +2,8 @@
 //! in DCSR (a root sparse axis) and in CSC (`modes = [1, 0]`), a sparse-vector dot product,
 //! and TTV, TTM and MTTKRP on 3-D tensors in CSF read from `.tns` files, and the
 //! co-iterations (`union`/`intersect`: (A + B) x, (A .* B) x, A + B, a sparse-sparse dot
-//! product) of each file with a partner, and the sparse outputs (sparse A + B, A .* B and
-//! a sparse-sparse SDDMM, whose patterns the run assembles) — bound from the files alone as
+//! product) of each file with a partner, and the sparse outputs (sparse A + B, A .* B, a
+//! sparse-sparse SDDMM and SpGEMM A·B, whose patterns the run assembles) — bound from the files alone as
 //! `sparsec run --matrix` binds them, on every shared and generated matrix
 //! and on generated tensors: Stage I equals the dense f64 result (what scipy/numpy give;
 //! a sparse output's row pointer and coordinates exactly scipy's pattern), and Stages II
@@ -27,7 +27,7 @@ fn format_programs_from_files_equal_the_dense_result_at_every_stage() {
         }
         seen.insert(c.label.split(" on ").next().unwrap().to_string());
     }
-    assert_eq!(seen.len(), 13, "{seen:?}");
+    assert_eq!(seen.len(), 14, "{seen:?}");
     assert!(cases.len() >= 2 * 14 + 4 * 4, "{} cases", cases.len());
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -2,7 +2,7 @@
 
 use sparsec_testkit as common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn sparsec(args: &[&str]) -> Output {
@@ -856,17 +856,27 @@ fn run_lays_files_out_in_the_programs_own_format() {
 /// Co-iteration from files: `(A + B) x` over the union of two patterns (read from two
 /// `--matrix` files) gives SpMV's y on the matrix A + B, on the interpreter and on mlir-cpu
 /// with the default schedule; two files of different shapes are refused.
+/// `text` written to `dir/name`.
+fn write_in(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A fresh folder `tmp(name)` holding two 4×3 Matrix Market files whose rows share some
+/// coordinates and not others: (folder, a.mtx, b.mtx).
+fn two_matrices(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = tmp(name);
+    let head = "%%MatrixMarket matrix coordinate real general\n";
+    let a = write_in(&dir, "a.mtx", &format!("{head}4 3 4\n1 1 1.0\n1 3 2.0\n3 2 3.0\n4 3 0.25\n"));
+    let b = write_in(&dir, "b.mtx", &format!("{head}4 3 4\n1 3 -1.0\n2 2 4.0\n4 1 -1.5\n4 3 0.5\n"));
+    (dir, a, b)
+}
+
 #[test]
 fn run_assembles_sparse_outputs() {
-    let dir = tmp("assemble");
-    let write = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
-    let head = "%%MatrixMarket matrix coordinate real general\n";
-    let a = write("a.mtx", &format!("{head}4 3 4\n1 1 1.0\n1 3 2.0\n3 2 3.0\n4 3 0.25\n"));
-    let b = write("b.mtx", &format!("{head}4 3 4\n1 3 -1.0\n2 2 4.0\n4 1 -1.5\n4 3 0.5\n"));
+    let (dir, a, b) = two_matrices("assemble");
+    let write = |name: &str, text: &str| write_in(&dir, name, text);
     let arg = |k: &str, p: &PathBuf| format!("{k}={}", p.display());
     // Row 2 of A + B holds (1, 1) only from B, row 3 nothing; A .* B keeps (0, 2) and (3, 2).
     let sum = "4 3 6\n1 1 1\n1 3 1\n2 2 4\n3 2 3\n4 1 -1.5\n4 3 0.75\n";
@@ -885,6 +895,19 @@ fn run_assembles_sparse_outputs() {
             assert!(out.join("c_indptr.npy").exists() && out.join("c_indices.npy").exists(), "{program} {extra:?}");
         }
     }
+    // SpGEMM: C = S·S, its pattern the product's (row 0 picks rows 0 and 2, row 2 row 1).
+    let sq = write("s.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 2.0\n2 2 3.0\n3 2 5.0\n");
+    for extra in [&[][..], &["--backend", "mlir-cpu"][..]] {
+        let out = dir.join(format!("spgemm-{}", extra.len()));
+        let (ms, o) = (arg("A", &sq), out.display().to_string());
+        let mb = arg("B", &sq);
+        let mut args = vec!["run", "examples/formats/spgemm.sptir", "--matrix", &ms, "--matrix", &mb, "--output", &o];
+        args.extend_from_slice(extra);
+        let r = sparsec(&args);
+        assert!(r.status.success(), "spgemm {extra:?}: {}", stderr(&r));
+        let mtx = std::fs::read_to_string(out.join("C.mtx")).unwrap();
+        assert!(mtx.ends_with("3 3 5\n1 1 1\n1 2 10\n1 3 2\n2 2 9\n3 2 15\n"), "spgemm {extra:?}: {mtx}");
+    }
     // A row pointer that is not the pattern's is refused, never used.
     let bad = write("bad.npy", "");
     sparsec::npy::write(&bad, &sparsec::ir::data::Array::I32(vec![0, 1, 2, 3, 4]), &[5]).unwrap();
@@ -895,15 +918,9 @@ fn run_assembles_sparse_outputs() {
 
 #[test]
 fn run_co_iterates_two_matrices() {
-    let dir = tmp("coiter");
-    let write = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
+    let (dir, a, b) = two_matrices("coiter");
+    let write = |name: &str, text: &str| write_in(&dir, name, text);
     let head = "%%MatrixMarket matrix coordinate real general\n";
-    let a = write("a.mtx", &format!("{head}4 3 4\n1 1 1.0\n1 3 2.0\n3 2 3.0\n4 3 0.25\n"));
-    let b = write("b.mtx", &format!("{head}4 3 4\n1 3 -1.0\n2 2 4.0\n4 1 -1.5\n4 3 0.5\n"));
     let sum = write("sum.mtx", &format!("{head}4 3 6\n1 1 1.0\n1 3 1.0\n2 2 4.0\n3 2 3.0\n4 1 -1.5\n4 3 0.75\n"));
     let wide = write("wide.mtx", &format!("{head}4 5 1\n1 5 1.0\n"));
     let arg = |k: &str, p: &PathBuf| format!("{k}={}", p.display());

@@ -47,7 +47,9 @@
 //! with `init` at each point; then the full nest runs the body. Accesses take coordinates:
 //! a `dense_fixed` coordinate must lie in `0..length`; on other axes a coordinate that is
 //! not stored in its row is *absent*: reading it yields the buffer's default, storing to it
-//! is an error.
+//! is an error. An assembled axis (`pattern = union(..)`, a sparse output) gets its row
+//! pointer, coordinates and `nnz` at entry from `sparsec_ir::args::assemble` (a given row
+//! pointer must equal them), and the buffers over it zeroed arrays where none is given.
 //!
 //! ## Stages II and III
 //!

@@ -17,7 +17,7 @@
 
 use crate::data::{Args, Scalar};
 use crate::expr::{BinOp, Expr, UnOp};
-use crate::func::{AxisId, Func, Layout, ParamKind, Stmt, StmtKind, VarId};
+use crate::func::{AxisId, Func, Layout, ParamKind, PatternOp, Stmt, StmtKind, VarId};
 use crate::span::Span;
 use crate::types::{AxisKind, DType, IterKind};
 use crate::value::Value;
@@ -308,17 +308,26 @@ pub fn assemble(func: &Func, id: AxisId, args: &Args) -> R<(Vec<i64>, Vec<i64>)>
     let mut row: Vec<i64> = Vec::new();
     for r in 0..rows as usize {
         row.clear();
-        for (k, (p, ind)) in members.iter().enumerate() {
-            let (s, e) = (p.get_i64(r).unwrap_or(0), p.get_i64(r + 1).unwrap_or(0));
-            let mine = (s..e).filter_map(|q| ind.get_i64(q as usize));
+        let span = |(p, _): &(&crate::data::Array, &crate::data::Array), r: usize| p.get_i64(r).unwrap_or(0)..p.get_i64(r + 1).unwrap_or(0);
+        if pt.op == PatternOp::Product {
+            // The rows of the second member picked by the coordinates of the first's row.
+            let (a, b) = (members[0], members[1]);
+            for q in span(&a, r) {
+                let j = a.1.get_i64(q as usize).unwrap_or(-1);
+                if let Ok(j) = usize::try_from(j) {
+                    row.extend(span(&b, j).filter_map(|t| b.1.get_i64(t as usize)));
+                }
+            }
+        }
+        for (k, m) in members.iter().enumerate().filter(|_| pt.op != PatternOp::Product) {
+            let mine = span(m, r).filter_map(|q| m.1.get_i64(q as usize));
             match pt.op {
-                crate::func::MergeOp::Union => row.extend(mine),
-                crate::func::MergeOp::Intersect if k == 0 => row.extend(mine),
-                crate::func::MergeOp::Intersect => {
+                PatternOp::Intersect if k > 0 => {
                     let mut theirs: Vec<i64> = mine.collect();
                     theirs.sort_unstable();
                     row.retain(|c| theirs.binary_search(c).is_ok());
                 }
+                _ => row.extend(mine),
             }
         }
         row.sort_unstable();

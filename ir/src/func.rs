@@ -85,22 +85,64 @@ pub struct Axis {
     pub span: Span,
 }
 
-/// The pattern of an assembled axis (`pattern = union(JA, JB)`): each row holds, once and
-/// ascending, the coordinates of the members' rows in that row that any (union) or every
-/// (intersection) member stores. Its `indptr`, `indices` and `nnz` are then outputs of the
-/// run (the symbolic phase computes them) unless the caller supplies them, checked.
+/// The pattern of an assembled axis (`pattern = union(JA, JB)`, `product(JA, KB)`). Its
+/// `indptr`, `indices` and `nnz` are outputs of the run (the symbolic phase computes them)
+/// unless the caller supplies the row pointer, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AxisPattern {
-    /// Union or intersection.
-    pub op: MergeOp,
-    /// The members: sorted sparse axes of the assembled axis's parent, length and index type.
+    /// How the members' rows combine.
+    pub op: PatternOp,
+    /// The members: for a union or intersection, sorted sparse axes of the assembled axis's
+    /// parent, length and index type; for a product `[JA, KB]`.
     pub members: Vec<AxisId>,
+}
+
+/// How an assembled axis's rows come from its members'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatternOp {
+    /// Row `r` holds the coordinates of any member's row `r`, once, ascending.
+    Union,
+    /// Row `r` holds the coordinates of every member's row `r`, ascending.
+    Intersect,
+    /// `product(JA, KB)`: row `r` holds, once and ascending, the coordinates of `KB`'s rows
+    /// `j` for each coordinate `j` of `JA`'s row `r` (the pattern of `A·B`, Gustavson's
+    /// rows). Its coordinates are written by the symbolic phase, and accesses look them up.
+    Product,
+}
+
+impl PatternOp {
+    /// The keyword of the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            PatternOp::Union => "union",
+            PatternOp::Intersect => "intersect",
+            PatternOp::Product => "product",
+        }
+    }
+
+    /// The co-iteration that visits such a pattern, if one does.
+    pub fn merge(self) -> Option<MergeOp> {
+        match self {
+            PatternOp::Union => Some(MergeOp::Union),
+            PatternOp::Intersect => Some(MergeOp::Intersect),
+            PatternOp::Product => None,
+        }
+    }
+}
+
+impl From<MergeOp> for PatternOp {
+    fn from(op: MergeOp) -> PatternOp {
+        match op {
+            MergeOp::Union => PatternOp::Union,
+            MergeOp::Intersect => PatternOp::Intersect,
+        }
+    }
 }
 
 impl AxisPattern {
     /// Whether a co-iteration `op(axes)` visits exactly this pattern's coordinates.
     pub fn is_iterated_by(&self, op: MergeOp, axes: &[AxisId]) -> bool {
-        self.op == op && axes.len() == self.members.len() && axes.iter().all(|a| self.members.contains(a))
+        self.op.merge() == Some(op) && axes.len() == self.members.len() && axes.iter().all(|a| self.members.contains(a))
     }
 }
 

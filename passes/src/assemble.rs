@@ -26,6 +26,11 @@ pub fn assembled_axes(f: &Func) -> Vec<AxisId> {
     f.axes.iter().filter(|(_, a)| a.pattern.is_some()).map(|(h, _)| h).collect()
 }
 
+/// The co-iteration that visits assembled axis `a`'s pattern (a union or intersection).
+fn merge_of(f: &Func, a: AxisId) -> Option<sparsec_ir::MergeOp> {
+    f.axes[a].pattern.as_ref().and_then(|pt| pt.op.merge())
+}
+
 /// The symbolic phase of Stage-I `f`: a function `<name>_count` taking the parameters its
 /// axes need (the assembled ones' row pointers among them, not their coordinates or
 /// `nnz`) that stores the length of row `r` of each assembled axis at `indptr[r + 1]`
@@ -35,7 +40,7 @@ pub fn count_function(f: &Func) -> Result<Option<Func>, PassError> {
     if f.stage != Stage::I {
         return Err(PassError::WrongStage { pass: "count_function", expected: Stage::I, found: f.stage });
     }
-    let assembled = assembled_axes(f);
+    let assembled: Vec<AxisId> = assembled_axes(f).into_iter().filter(|&a| merge_of(f, a).is_some()).collect();
     if assembled.is_empty() {
         return Ok(None);
     }
@@ -54,7 +59,7 @@ pub fn count_function(f: &Func) -> Result<Option<Func>, PassError> {
     let mut body = Vec::new();
     for &h in &assembled {
         let a = &f.axes[h];
-        let (Some(pt), Some(parent), Some(indptr)) = (&a.pattern, a.parent, a.indptr) else { continue };
+        let (Some(pt), Some(op), Some(parent), Some(indptr)) = (&a.pattern, merge_of(f, h), a.parent, a.indptr) else { continue };
         let len = f.axes[parent].length.clone();
         let rows_len = add(&g, len.clone(), int(1, f.expr_dtype(&len)));
         let rows = g.axes.append(Axis {
@@ -88,7 +93,7 @@ pub fn count_function(f: &Func) -> Result<Option<Func>, PassError> {
         let members = pt.members.iter().map(|m| amap[m]).collect();
         body.push(stmt(sparsec_ir::StmtKind::SpIter(SpIter {
             name: sparsec_ir::names::fresh_in(&mut taken, &format!("count_{}", a.name)),
-            axes: vec![SpIterAxis::Axis(amap[&parent]), SpIterAxis::Merge { op: pt.op, axes: members }],
+            axes: vec![SpIterAxis::Axis(amap[&parent]), SpIterAxis::Merge { op, axes: members }],
             kinds: "SR".into(),
             vars: vec![r, j],
             init: Some(vec![store(count, at.clone(), int(0, a.idtype))]),
@@ -144,7 +149,7 @@ pub fn count_function(f: &Func) -> Result<Option<Func>, PassError> {
 /// coordinate array), so the numeric phase fills the coordinates whatever the rest of the
 /// program writes.
 pub(crate) fn fill_iterations(f: &Func) -> Func {
-    let assembled = assembled_axes(f);
+    let assembled: Vec<AxisId> = assembled_axes(f).into_iter().filter(|&a| merge_of(f, a).is_some()).collect();
     if assembled.is_empty() {
         return f.clone();
     }
@@ -159,7 +164,7 @@ pub(crate) fn fill_iterations(f: &Func) -> Func {
     let mut fills = Vec::new();
     for &h in &assembled {
         let a = f.axes[h].clone();
-        let (Some(pt), Some(parent), Some(indices)) = (&a.pattern, a.parent, a.indices) else { continue };
+        let (Some(pt), Some(op), Some(parent), Some(indices)) = (&a.pattern, merge_of(f, h), a.parent, a.indices) else { continue };
         let coords = g.buffers.append(Buffer {
             name: sparsec_ir::names::fresh_in(&mut taken, &format!("{}_coords", a.name)),
             dtype: a.idtype,
@@ -176,7 +181,7 @@ pub(crate) fn fill_iterations(f: &Func) -> Func {
         );
         fills.push(stmt(sparsec_ir::StmtKind::SpIter(SpIter {
             name: sparsec_ir::names::fresh_in(&mut taken, &format!("{}_fill", a.name)),
-            axes: vec![SpIterAxis::Axis(parent), SpIterAxis::Merge { op: pt.op, axes: pt.members.clone() }],
+            axes: vec![SpIterAxis::Axis(parent), SpIterAxis::Merge { op, axes: pt.members.clone() }],
             kinds: "SS".into(),
             vars: vec![r, j],
             init: None,
@@ -187,4 +192,144 @@ pub(crate) fn fill_iterations(f: &Func) -> Func {
     fills.append(&mut g.body);
     g.body = fills;
     g
+}
+
+/// One program of a symbolic phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    /// The program: Stage I (a union or intersection's counts), or Stage III as written
+    /// (a product's counts and coordinates, which need a workspace).
+    pub func: Func,
+    /// Whether it counts rows into row pointers (run before the prefix sums); otherwise it
+    /// writes coordinates (run after them).
+    pub counts: bool,
+}
+
+/// Every program of the symbolic phase of Stage-I `f`, in order: the counts of its union
+/// and intersection axes ([`count_function`]), then for each product axis a program that
+/// counts its rows and one that writes and sorts its coordinates (`product_phases`).
+pub fn symbolic_phases(f: &Func) -> Result<Vec<Phase>, PassError> {
+    let mut out: Vec<Phase> = count_function(f)?.into_iter().map(|func| Phase { func, counts: true }).collect();
+    for a in assembled_axes(f) {
+        if f.axes[a].pattern.as_ref().is_some_and(|pt| pt.op == sparsec_ir::PatternOp::Product) {
+            out.extend(product_phases(f, a)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The two Stage-III programs of product axis `a` (`pattern = product(JA, KB)`), Gustavson's
+/// symbolic SpGEMM, one row after another with a workspace of the row length `p` (a mark
+/// per coordinate holding the last row that saw it, so nothing is cleared between rows):
+/// the first counts the distinct coordinates of each row into `indptr[r + 1]`; the second
+/// writes them from `indptr[r]` on and sorts each row (a heap sort: `O(k log k)` for a row
+/// of `k`, in place).
+fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
+    let ax = &f.axes[a];
+    let bad = |what: &str| PassError::Internal(format!("product axis `{}`: {what}", ax.name));
+    let pt = ax.pattern.as_ref().ok_or_else(|| bad("no pattern"))?;
+    let (ja, kb) = (&f.axes[pt.members[0]], &f.axes[pt.members[1]]);
+    let rows_axis = &f.axes[ax.parent.ok_or_else(|| bad("no parent"))?];
+    let param = |p: Option<usize>| p.map(|p| f.params[p].name.clone()).ok_or_else(|| bad("an array is missing"));
+    let (ap, ai, bp, bi, cp, ci) = (param(ja.indptr)?, param(ja.indices)?, param(kb.indptr)?, param(kb.indices)?, param(ax.indptr)?, param(ax.indices)?);
+    let e = |x: &Expr| sparsec_ir::text::print_expr(f, x);
+    let t = ax.idtype;
+    // Literals and casts of the index type.
+    let lit = |x: i64| if t == sparsec_ir::DType::I64 { format!("{x}i64") } else { x.to_string() };
+    let m = format!("cast({t}, {})", e(&rows_axis.length));
+    let n = format!("cast({t}, {})", e(&ja.length));
+    let p = format!("cast({t}, {})", e(&ax.length));
+    let nnz = |x: &sparsec_ir::Axis| x.nnz.as_ref().map(|v| format!("cast({t}, {})", e(v))).ok_or_else(|| bad("no nnz"));
+    let (nnz_a, nnz_b, nnz_c) = (nnz(ja)?, nnz(kb)?, nnz(ax)?);
+    // Parameters: the arrays, and every scalar parameter but the assembled axes' nnz (which the
+    // count comes before) — the fill takes this axis's nnz too.
+    let computed: Vec<sparsec_ir::VarId> = assembled_axes(f)
+        .into_iter()
+        .filter_map(|x| match &f.axes[x].nnz {
+            Some(Expr::Var(v)) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let own_nnz = match &ax.nnz {
+        Some(Expr::Var(v)) => Some(*v),
+        _ => None,
+    };
+    let scalars = |fill: bool| -> Vec<String> {
+        f.params
+            .iter()
+            .filter_map(|q| match q.kind {
+                ParamKind::Scalar(v) if !computed.contains(&v) || (fill && Some(v) == own_nnz) => {
+                    Some(format!("{}: {}", q.name, f.vars[v].dtype))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // The walk over row `i`'s products: `k` bound, `body` run for each (indented 8).
+    let walk = |body: &str| {
+        format!(
+            "    for q in serial(sym_ap[i + {one}] - sym_ap[i]) {{\n      let j = sym_ai[sym_ap[i] + q]\n      for w in serial(sym_bp[j + {one}] - sym_bp[j]) {{\n        let k = sym_bi[sym_bp[j] + w]\n{body}      }}\n    }}\n",
+            one = lit(1)
+        )
+    };
+    let head = |fill: bool| {
+        let mut params = vec![ap.clone(), ai.clone(), bp.clone(), bi.clone(), cp.clone()];
+        if fill {
+            params.push(ci.clone());
+        }
+        let params: Vec<String> = params.iter().map(|x| format!("{x}: handle")).chain(scalars(fill)).collect();
+        let mut s = format!(
+            "func {}_{}_{}({}) stage III {{\n",
+            f.name,
+            if fill { "fill" } else { "count" },
+            ax.name,
+            params.join(", ")
+        );
+        for (b, h, len) in [("sym_ap", &ap, format!("{m} + {}", lit(1))), ("sym_ai", &ai, nnz_a.clone()), ("sym_bp", &bp, format!("{n} + {}", lit(1))), ("sym_bi", &bi, nnz_b.clone()), ("sym_cp", &cp, format!("{m} + {}", lit(1)))] {
+            s.push_str(&format!("  buffer {b} = match_buffer({h}, [{len}], {t})\n"));
+        }
+        if fill {
+            s.push_str(&format!("  buffer sym_ci = match_buffer({ci}, [{nnz_c}], {t})\n"));
+        }
+        s.push_str(&format!("  buffer sym_mark = alloc_buffer([{p}], {t}, global)\n"));
+        s.push_str(&format!("  for i in serial({m}) {{\n    buffer sym_len = alloc_buffer([1], {t}, local)\n    sym_len[0] = {}\n", lit(0)));
+        s
+    };
+    let seen = format!("        if sym_mark[k] != i + {one} {{\n          sym_mark[k] = i + {one}\n", one = lit(1));
+    let count = format!(
+        "{}{}    sym_cp[i + {one}] = sym_len[0]\n  }}\n}}\n",
+        head(false),
+        walk(&format!("{seen}          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
+        one = lit(1)
+    );
+    // Heap sort of sym_ci[base .. base + len]: sift `root` down within `size`.
+    let sift = |root: &str, size: &str, tag: &str| {
+        let at = |x: &str| format!("sym_ci[base + {x}]");
+        format!(
+            "      buffer sym_r{tag} = alloc_buffer([1], {t}, local)\n      sym_r{tag}[0] = {root}\n      while {two} * sym_r{tag}[0] + {one} < {size} {{\n        let c{tag} = {two} * sym_r{tag}[0] + {one}\n        buffer sym_c{tag} = alloc_buffer([1], {t}, local)\n        sym_c{tag}[0] = c{tag}\n        if c{tag} + {one} < {size} {{\n          if {} < {} {{\n            sym_c{tag}[0] = c{tag} + {one}\n          }}\n        }}\n        let top{tag} = {}\n        let big{tag} = {}\n        if top{tag} < big{tag} {{\n          {} = big{tag}\n          {} = top{tag}\n          sym_r{tag}[0] = sym_c{tag}[0]\n        }} else {{\n          sym_r{tag}[0] = {size}\n        }}\n      }}\n",
+            at(&format!("c{tag}")),
+            at(&format!("c{tag} + {}", lit(1))),
+            at(&format!("sym_r{tag}[0]")),
+            at(&format!("sym_c{tag}[0]")),
+            at(&format!("sym_r{tag}[0]")),
+            at(&format!("sym_c{tag}[0]")),
+            one = lit(1),
+            two = lit(2),
+        )
+    };
+    let fill = format!(
+        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n    for s in serial(len / {two}) {{\n{}    }}\n    for x in serial(len - {one}) {{\n      let last = len - {one} - x\n      let first = sym_ci[base]\n      sym_ci[base] = sym_ci[base + last]\n      sym_ci[base + last] = first\n{}    }}\n  }}\n}}\n",
+        head(true),
+        walk(&format!("{seen}          sym_ci[base + sym_len[0]] = k\n          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
+        sift(&format!("len / {} - {} - s", lit(2), lit(1)), "len", "1"),
+        sift(&lit(0), "last", "2"),
+        one = lit(1),
+        two = lit(2),
+    );
+    let parse = |text: &str, counts: bool| -> Result<Phase, PassError> {
+        let func = sparsec_ir::text::parse_func("symbolic.sptir", text).map_err(|e| bad(&format!("{e}\n{text}")))?;
+        crate::verified_input("product_phases", &func).map_err(|e| bad(&format!("{e}\n{text}")))?;
+        Ok(Phase { func, counts })
+    };
+    Ok(vec![parse(&count, true)?, parse(&fill, false)?])
 }

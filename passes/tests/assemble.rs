@@ -92,3 +92,12 @@ fn counts_sum_to_the_pattern_and_the_numeric_phase_fills_it() {
         }
     }
 }
+
+const SPGEMM: &str = include_str!("../../examples/formats/spgemm.sptir");
+
+#[test]
+fn symbolic_phases_of_spgemm() {
+    let phases = sparsec_passes::assemble::symbolic_phases(&program(SPGEMM)).unwrap();
+    assert_eq!(phases.iter().map(|p| p.counts).collect::<Vec<_>>(), [true, false]);
+    insta::assert_snapshot!(phases.iter().map(|p| print_func(&p.func)).collect::<Vec<_>>().join("\n"));
+}

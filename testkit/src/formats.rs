@@ -61,6 +61,7 @@ const PAIR_PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
     ("sparse_add", 2, &[], "c"),
     ("sparse_mul", 2, &[], "c"),
     ("sparse_sddmm", 2, &[("feat", "3")], "c"),
+    ("spgemm", 2, &[], "c"),
 ];
 
 /// A second operand for `t` written into `dir`: about half of `t`'s entries (other values)
@@ -266,10 +267,19 @@ fn pair_reference(stem: &str, a: &Tensor<i64, f64>, b: &Tensor<i64, f64>, args: 
             c
         }
         "coiter_dot" => vec![ma.iter().filter_map(|(k, v)| mb.get(k).map(|w| v * w)).sum()],
-        "sparse_add" | "sparse_mul" | "sparse_sddmm" => {
+        "sparse_add" | "sparse_mul" | "sparse_sddmm" | "spgemm" => {
             // The BTreeMaps iterate row by row, columns ascending: CSR order.
             let mut c: BTreeMap<&Vec<i64>, f64> = BTreeMap::new();
-            if stem == "sparse_add" {
+            let mut products: BTreeMap<Vec<i64>, f64> = BTreeMap::new();
+            if stem == "spgemm" {
+                // Gustavson: row i of A picks rows of B.
+                for (ka, v) in &ma {
+                    for (kb, w) in mb.range(vec![ka[1], i64::MIN]..=vec![ka[1], i64::MAX]) {
+                        *products.entry(vec![ka[0], kb[1]]).or_default() += v * w;
+                    }
+                }
+                c.extend(products.iter().map(|(k, v)| (k, *v)));
+            } else if stem == "sparse_add" {
                 for (k, v) in ma.iter().chain(&mb) {
                     *c.entry(k).or_default() += v;
                 }
@@ -329,8 +339,10 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
         let files = if order == 2 { mats.clone() } else { tensors(dir, order) };
         for (name, path) in files {
             let a = entries(&path);
-            // A dense output of every row and column stays small.
-            if a.nnz() > max_nnz || (stem == "coiter_add" && a.dims().iter().product::<usize>() > 1 << 22) {
+            // A dense output of every row and column stays small; A·B needs a square A (its
+            // partner has A's shape) and stays at a size the interpreter multiplies quickly.
+            let product = stem == "spgemm" && (a.dims()[0] != a.dims()[1] || a.nnz() > 40_000);
+            if a.nnz() > max_nnz || product || (stem == "coiter_add" && a.dims().iter().product::<usize>() > 1 << 22) {
                 continue;
             }
             let other = partner(dir, &name, &a);

@@ -5,7 +5,7 @@ use super::expr::{AxisRef, BufferRef, HandleRef, Owner, VarRef, E};
 use crate::arena::Handle;
 use crate::expr::Expr;
 use crate::func::{
-    AttrValue, Attrs, Axis, AxisPattern, Buffer, Func, MergeOp, Layout, Param, ParamKind, SpIter, Stmt, StmtKind, Storage, VarId,
+    AttrValue, Attrs, Axis, AxisPattern, Buffer, Func, PatternOp, Layout, Param, ParamKind, SpIter, Stmt, StmtKind, Storage, VarId,
 };
 use crate::span::Span;
 use crate::types::{AxisKind, DType, Scope};
@@ -691,7 +691,8 @@ impl AxisDecl<'_, '_> {
 
     /// `axis name = sparse_variable(parent, length, nnz, indptr, indices, ..., pattern =
     /// op(members))`: an assembled axis (a sparse output's pattern), its rows the union or
-    /// intersection of the members' rows.
+    /// intersection of the members' rows, or (`PatternOp::Product`, members `[JA, KB]`) the
+    /// pattern of a product.
     #[allow(clippy::too_many_arguments)]
     pub fn assembled(
         self,
@@ -701,7 +702,7 @@ impl AxisDecl<'_, '_> {
         nnz: impl Into<E>,
         indptr: HandleRef,
         indices: HandleRef,
-        op: MergeOp,
+        op: impl Into<PatternOp>,
         members: &[AxisRef],
     ) -> AxisRef {
         let members = members.iter().filter_map(|m| self.b.st.axis(*m).map(|_| m.id)).collect();
@@ -711,7 +712,7 @@ impl AxisDecl<'_, '_> {
             nnz: Some(nnz.into()),
             indptr: Some(indptr),
             indices: Some(indices),
-            pattern: Some(AxisPattern { op, members }),
+            pattern: Some(AxisPattern { op: op.into(), members }),
         };
         self.declare(name, AxisKind::SparseVariable, fields)
     }

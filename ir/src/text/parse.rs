@@ -673,7 +673,7 @@ impl FuncBuilder {
     /// `union(JA, JB)` or `intersect(..)`: an assembled axis's pattern (axes declared before).
     fn pattern_arg(&self, p: &Pair<Rule>) -> PResult<AxisPattern> {
         let span = span_of(p);
-        let bad = || (span, format!("expected `union(A, B, ..)` or `intersect(A, B, ..)` of declared axes, found `{}`", p.as_str()));
+        let bad = || (span, format!("expected `union(A, B, ..)`, `intersect(A, B, ..)` or `product(A, B)` of declared axes, found `{}`", p.as_str()));
         let mut cur = p.clone();
         while cur.as_rule() == Rule::expr {
             let mut it = cur.clone().into_inner();
@@ -687,8 +687,9 @@ impl FuncBuilder {
         }
         let mut it = cur.into_inner();
         let op = match it.next().map(|x| x.as_str().to_string()).as_deref() {
-            Some("union") => MergeOp::Union,
-            Some("intersect") => MergeOp::Intersect,
+            Some("union") => PatternOp::Union,
+            Some("intersect") => PatternOp::Intersect,
+            Some("product") => PatternOp::Product,
             _ => return Err(bad()),
         };
         let args = self.args(it.next().ok_or_else(bad)?)?;
@@ -697,7 +698,7 @@ impl FuncBuilder {
             let Arg::Pos(x) = a else { return Err(bad()) };
             members.push(self.axis(&self.ident_arg(&x, "an axis")?)?);
         }
-        if members.len() < 2 {
+        if members.len() < 2 || (op == PatternOp::Product && members.len() != 2) {
             return Err(bad());
         }
         Ok(AxisPattern { op, members })

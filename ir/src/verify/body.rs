@@ -413,7 +413,8 @@ impl<'f> Verifier<'f> {
 
     /// A Stage-I access to a dimension over an assembled axis: its index must be the iterator
     /// of a co-iteration of exactly the axis's pattern, which visits the row's coordinates in
-    /// its order (the lowering takes the visit count as the position).
+    /// its order (the lowering takes the visit count as the position), or, for a product,
+    /// an iterator over its second member (whose coordinates the pattern holds: looked up).
     pub(super) fn assembled_access(&mut self, buffer: BufferId, indices: &'f [Expr]) {
         let f = self.f;
         let Some(axes) = f.buffers.try_get(buffer).map(|b| b.axes().to_vec()) else { return };
@@ -423,7 +424,8 @@ impl<'f> Verifier<'f> {
                 Some(Expr::Var(v)) => self.sp_vars.iter().rev().find(|(u, _, _)| u == v).is_some_and(|(_, _, w)| match w {
                     Iterated::Union(m) => pt.is_iterated_by(crate::func::MergeOp::Union, m),
                     Iterated::Intersect(m) => pt.is_iterated_by(crate::func::MergeOp::Intersect, m),
-                    Iterated::Axis(_) => false,
+                    // A product's coordinates are those of its second member's rows.
+                    Iterated::Axis(x) => pt.op == crate::func::PatternOp::Product && pt.members.get(1) == Some(x),
                 }),
                 _ => false,
             };

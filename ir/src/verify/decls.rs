@@ -118,23 +118,35 @@ impl<'f> Verifier<'f> {
         if !nnz_param {
             why.push("its nnz must be a scalar parameter, which the run sets".to_string());
         }
-        if pt.members.len() < 2 {
-            why.push(format!("{}(..) needs two members or more", pt.op.name()));
+        let product = pt.op == crate::func::PatternOp::Product;
+        if pt.members.len() < 2 || (product && pt.members.len() != 2) {
+            why.push(format!("{}(..) needs {} members", pt.op.name(), if product { "two" } else { "two or more" }));
         }
         for (k, &m) in pt.members.iter().enumerate() {
             let Some(x) = f.axes.try_get(m) else {
                 self.dangling("axis", m, f.axes.len());
                 continue;
             };
+            // A product's second member is the right factor's column axis: its rows are the
+            // first member's coordinates (a root dense axis of the first member's length).
+            let right = product && k == 1;
+            let first_len = pt.members.first().and_then(|x| f.axes.try_get(*x)).map(|x| &x.length);
             let bad = if m >= h {
                 Some("it is declared after".to_string())
             } else if pt.members[..k].contains(&m) {
                 Some("it is named twice".to_string())
             } else if x.kind != AxisKind::SparseVariable || !x.sorted || x.pattern.is_some() {
                 Some("members are sorted sparse_variable axes given by the caller".to_string())
+            } else if right {
+                match x.parent.and_then(|p| f.axes.try_get(p)) {
+                    Some(p) if p.kind == AxisKind::DenseFixed && p.parent.is_none() && Some(&p.length) == first_len => {
+                        (x.length != a.length).then(|| "its length differs".to_string())
+                    }
+                    _ => Some(format!("its parent is not a root dense_fixed axis of the length of `{}`", self.axis_name(pt.members[0]))),
+                }
             } else if x.parent != a.parent {
                 Some("its parent differs".to_string())
-            } else if x.length != a.length {
+            } else if x.length != a.length && !product {
                 Some("its length differs".to_string())
             } else if x.idtype != a.idtype {
                 Some(format!("its index type is {}, not {}", x.idtype, a.idtype))

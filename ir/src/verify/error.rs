@@ -337,7 +337,7 @@ pub enum VerifyErrorKind {
     },
     /// A Stage-I access to an assembled axis through something other than an iterator of
     /// its pattern's co-iteration.
-    #[error("`{buffer}` is indexed in its assembled axis `{axis}` by something other than the iterator of {pattern}: an assembled axis is written and read only while its pattern is co-iterated")]
+    #[error("`{buffer}` is indexed in its assembled axis `{axis}` by something other than the iterator of {pattern}: an assembled axis is written and read only while its pattern is iterated")]
     AssembledIndex {
         /// The buffer.
         buffer: String,

@@ -249,11 +249,12 @@ impl<'f> Verifier<'f> {
             let mut reads = 0;
             let mut stmts = Vec::new();
             collect(init, &mut stmts);
-            for s in &stmts {
+            for entry in &stmts {
+                let s = entry.0;
                 // A store indexed by a reduction iterator is reported as such elsewhere.
                 let d = match &s.kind {
                     StmtKind::Store { value, .. } => t.deps(value),
-                    _ => stmt_deps(&mut t, s),
+                    _ => stmt_deps(&mut t, entry),
                 } & !spatial;
                 if d != 0 && reads == 0 {
                     self.span = s.span;
@@ -273,8 +274,9 @@ impl<'f> Verifier<'f> {
         }
         let inner = inner_vars(it);
         let mut shared: Option<(usize, BufferId, VarId)> = None;
-        for (k, s) in stmts.iter().enumerate() {
-            stmt_deps(&mut t, s);
+        for (k, entry) in stmts.iter().enumerate() {
+            stmt_deps(&mut t, entry);
+            let s = entry.0;
             let (buffer, idx) = match &s.kind {
                 StmtKind::Store { buffer, indices, .. } => (*buffer, indices.as_slice()),
                 StmtKind::Evaluate(Expr::AtomicAdd(buffer, indices, _)) => (*buffer, indices.as_slice()),
@@ -306,8 +308,8 @@ impl<'f> Verifier<'f> {
         }
         // A mislabelled iterator is reported as such, not as a shared point or a dependence.
         if let (Some((k, buffer, var)), true) = (shared, misses.is_empty()) {
-            self.span = stmts[k].span;
-            let (StmtKind::Store { indices, .. } | StmtKind::Evaluate(Expr::AtomicAdd(_, indices, _))) = &stmts[k].kind
+            self.span = stmts[k].0.span;
+            let (StmtKind::Store { indices, .. } | StmtKind::Evaluate(Expr::AtomicAdd(_, indices, _))) = &stmts[k].0.kind
             else {
                 return;
             };
@@ -323,7 +325,8 @@ impl<'f> Verifier<'f> {
         if spatial != 0 && misses.is_empty() {
             let vars: Vec<VarId> =
                 it.vars.iter().enumerate().filter(|(k, _)| spatial >> k & 1 == 1).map(|(_, v)| *v).collect();
-            self.check_independent(it, &vars, &stmts, &local, &|v| inner.contains(&v));
+            let plain: Vec<&Stmt> = stmts.iter().map(|e| e.0).collect();
+            self.check_independent(it, &vars, &plain, &local, &|v| inner.contains(&v));
         }
         let mut reported: Deps = 0;
         for m in misses {
@@ -331,7 +334,7 @@ impl<'f> Verifier<'f> {
                 continue; // one error per iterator
             }
             reported |= m.missing;
-            self.span = stmts[m.stmt].span;
+            self.span = stmts[m.stmt].0.span;
             let k = m.missing.trailing_zeros() as usize;
             let (var, buffer) = (self.var_name(it.vars[k]), self.buffer_name(m.buffer));
             self.err(match it.sp_iter {
@@ -485,11 +488,24 @@ impl<'f> Verifier<'f> {
 }
 
 /// Every statement of `list`, recursively, parents first.
-fn collect<'s>(list: &'s [Stmt], out: &mut Vec<&'s Stmt>) {
+fn collect<'s>(list: &'s [Stmt], out: &mut Vec<(&'s Stmt, Vec<&'s Expr>)>) {
+    collect_under(list, &mut Vec::new(), out);
+}
+
+/// [`collect`], each statement with the conditions of the `if`s and `while`s around it.
+fn collect_under<'s>(list: &'s [Stmt], conds: &mut Vec<&'s Expr>, out: &mut Vec<(&'s Stmt, Vec<&'s Expr>)>) {
     for s in list {
-        out.push(s);
+        out.push((s, conds.clone()));
+        let cond = match &s.kind {
+            StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => Some(cond),
+            _ => None,
+        };
+        conds.extend(cond);
         for child in s.kind.child_lists() {
-            collect(child, out);
+            collect_under(child, conds, out);
+        }
+        if cond.is_some() {
+            conds.pop();
         }
     }
 }
@@ -546,7 +562,7 @@ fn direct_reduce(it: &Points<'_>, idx: &[Expr], spatial: Deps) -> bool {
 
 /// Records what a `let` or nested block binds and returns the iterators the statement's own expressions
 /// (not its children's) depend on.
-fn stmt_deps(t: &mut Tracker, s: &Stmt) -> Deps {
+fn stmt_deps(t: &mut Tracker, (s, conds): &(&Stmt, Vec<&Expr>)) -> Deps {
     match &s.kind {
         StmtKind::Let { var, value } => {
             let d = t.deps(value);
@@ -557,7 +573,10 @@ fn stmt_deps(t: &mut Tracker, s: &Stmt) -> Deps {
         StmtKind::Store { buffer, indices, value } => {
             let d = t.indices(indices) | t.deps(value);
             if t.local.contains(buffer) {
-                *t.scratch.entry(*buffer).or_insert(0) |= d;
+                // What a scratch element holds also depends on whether it was stored (a
+                // search's bound moves where a probe is below the coordinate sought).
+                let control = conds.iter().fold(0, |c, e| c | t.deps(e));
+                *t.scratch.entry(*buffer).or_insert(0) |= d | control;
             }
             d
         }

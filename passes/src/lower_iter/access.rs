@@ -110,17 +110,30 @@ impl Lowerer<'_> {
                 pos.push(coord.clone());
                 Expr::binary(BinOp::And, lo, bin(f, BinOp::Lt, coord, len))
             } else {
-                let len = self.row_len(a, &row);
-                let indices = self.indices_buffer(a);
-                let probe = move |_: &sparsec_ir::Func, p: Expr| {
-                    let mut i = row.clone();
-                    i.push(p);
-                    Expr::Load(indices, i)
-                };
-                let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
-                body.extend(s.stmts);
-                pos.push(s.pos);
-                s.found.expect("lookups report found")
+                // Within a store, a coordinate looked up twice (the read and the write of
+                // `C[i, k] = C[i, k] + ..`) is searched once.
+                let key = (a, row.clone(), coord.clone());
+                let cached = self.lookups.as_ref().filter(|_| guard.is_none()).and_then(|c| c.iter().find(|(k, _)| *k == key)).map(|(_, v)| v.clone());
+                if let Some((p, cond)) = cached {
+                    pos.push(p);
+                    cond
+                } else {
+                    let len = self.row_len(a, &row);
+                    let indices = self.indices_buffer(a);
+                    let probe = move |_: &sparsec_ir::Func, p: Expr| {
+                        let mut i = row.clone();
+                        i.push(p);
+                        Expr::Load(indices, i)
+                    };
+                    let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
+                    body.extend(s.stmts);
+                    pos.push(s.pos.clone());
+                    let cond = s.found.expect("lookups report found");
+                    if let (Some(c), None) = (self.lookups.as_mut(), &guard) {
+                        c.push((key, (s.pos, cond.clone())));
+                    }
+                    cond
+                }
             };
             found = Some(match (found, guard) {
                 (None, _) => {

@@ -90,6 +90,9 @@ pub(crate) struct Lowerer<'a> {
     iters: Vec<IterInfo>,
     /// Block names used so far (kept unique for `get_block`).
     block_names: std::collections::HashSet<String>,
+    /// Inside a store: the coordinates looked up so far (axis, row, coordinate) with their
+    /// position and found condition, reused by a second access at the same coordinate.
+    lookups: Option<Vec<((AxisId, Vec<Expr>, Expr), (Expr, Expr))>>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -121,7 +124,7 @@ impl<'a> Lowerer<'a> {
             b.default = b.default.as_ref().map(remap);
         }
         let namer = Namer::for_func(&out);
-        Lowerer { src, out, namer, var_map, aux: aux::Aux::default(), iters: Vec::new(), block_names: Default::default() }
+        Lowerer { src, out, namer, var_map, aux: aux::Aux::default(), iters: Vec::new(), block_names: Default::default(), lookups: None }
     }
 
     /// The innermost iterator bound to Stage-I variable `v`.
@@ -159,8 +162,12 @@ impl<'a> Lowerer<'a> {
             }
             StmtKind::Store { buffer, indices, value } => {
                 let mut pre = Vec::new();
-                let value = self.expr(value, &mut pre)?;
-                let (idx, found) = self.access(*buffer, indices, &mut pre)?;
+                self.lookups = Some(Vec::new());
+                let value = self.expr(value, &mut pre);
+                let access = value.is_ok().then(|| self.access(*buffer, indices, &mut pre));
+                self.lookups = None;
+                let value = value?;
+                let (idx, found) = access.expect("value lowered")?;
                 out.append(&mut pre);
                 let st = StmtKind::Store { buffer: *buffer, indices: idx, value };
                 match found {
