@@ -653,7 +653,11 @@ fn einsum_writes_a_program_that_runs_like_the_corpus() {
     // C = A B = [[8, 11], [6, 9], [0, 4]]: sum 38.
     assert!(line(&mine).is_some_and(|l| l.contains("6 elements  sum +3.800000e1")), "{}", stdout(&mine));
     assert_eq!(line(&mine), line(&corpus));
-    fails_with(&["einsum", "C(i,j) = A(i,j) + B(i,j)", "--format", "A=csr", "--format", "B=csr", "--format", "C=csr"], &["needs co-iteration"]);
+    // Sparse add co-iterates into an assembled output; a union of an intersection is refused.
+    let add = sparsec(&["einsum", "C(i,j) = A(i,j) + B(i,j)", "--format", "A=csr", "--format", "B=csr", "--format", "C=csr"]);
+    assert!(add.status.success() && stdout(&add).contains("pattern = union(J_a, J_b)"), "{}{}", stdout(&add), stderr(&add));
+    let mixed = ["einsum", "C(i,j) = A(i,j) * B(i,j) + E(i,j)", "--format", "A=csr", "--format", "B=csr", "--format", "C=csr", "--format", "E=csr"];
+    fails_with(&mixed, &["mix unions and intersections"]);
     fails_with(&["einsum", "C(i) = A(i)", "--format", "A=coo"], &["unknown format `coo`"]);
 }
 
