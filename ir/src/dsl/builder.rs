@@ -200,6 +200,13 @@ struct AxisFields {
     pattern: Option<AxisPattern>,
 }
 
+impl AxisFields {
+    /// A variable axis's fields (`indices` for a sparse one).
+    fn variable(parent: AxisRef, length: E, nnz: E, indptr: HandleRef, indices: Option<HandleRef>) -> AxisFields {
+        AxisFields { parent: Some(parent), length, nnz: Some(nnz), indptr: Some(indptr), indices, pattern: None }
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::Top {}
@@ -623,14 +630,7 @@ impl AxisDecl<'_, '_> {
         nnz: impl Into<E>,
         indptr: HandleRef,
     ) -> AxisRef {
-        let fields = AxisFields {
-            parent: Some(parent),
-            length: length.into(),
-            nnz: Some(nnz.into()),
-            indptr: Some(indptr),
-            indices: None,
-            pattern: None,
-        };
+        let fields = AxisFields::variable(parent, length.into(), nnz.into(), indptr, None);
         self.declare(name, AxisKind::DenseVariable, fields)
     }
 
@@ -678,14 +678,7 @@ impl AxisDecl<'_, '_> {
         indptr: HandleRef,
         indices: HandleRef,
     ) -> AxisRef {
-        let fields = AxisFields {
-            parent: Some(parent),
-            length: length.into(),
-            nnz: Some(nnz.into()),
-            indptr: Some(indptr),
-            indices: Some(indices),
-            pattern: None,
-        };
+        let fields = AxisFields::variable(parent, length.into(), nnz.into(), indptr, Some(indices));
         self.declare(name, AxisKind::SparseVariable, fields)
     }
 
@@ -707,12 +700,8 @@ impl AxisDecl<'_, '_> {
     ) -> AxisRef {
         let members = members.iter().filter_map(|m| self.b.st.axis(*m).map(|_| m.id)).collect();
         let fields = AxisFields {
-            parent: Some(parent),
-            length: length.into(),
-            nnz: Some(nnz.into()),
-            indptr: Some(indptr),
-            indices: Some(indices),
             pattern: Some(AxisPattern { op: op.into(), members }),
+            ..AxisFields::variable(parent, length.into(), nnz.into(), indptr, Some(indices))
         };
         self.declare(name, AxisKind::SparseVariable, fields)
     }
