@@ -1,15 +1,16 @@
 //! Sparse outputs at run time: the symbolic phase runs before the program.
 //!
-//! A function with assembled axes (`pattern = union(JA, JB)`) writes a sparse output whose
-//! pattern the arguments do not give. [`crate::backend::prepare`] then also prepares the
-//! symbolic phase ([`sparsec_passes::count_function`], lowered like the program), and each
-//! run counts the rows, takes the prefix sums here ([`complete`]: the row pointer, `nnz`,
-//! the coordinate and value arrays, zeroed), then runs the program, which fills them.
+//! A function with assembled axes (`pattern = union(JA, JB)`, `product(JA, KB)`) writes a
+//! sparse output whose pattern the arguments do not give. [`crate::backend::prepare`] then
+//! also prepares the programs of its symbolic phase ([`phases`]), and each run counts the
+//! rows, takes the prefix sums here ([`complete`]: the row pointer, `nnz`, the coordinate
+//! and value arrays, zeroed), writes a product's coordinates, then runs the program, which
+//! fills the rest.
 
 use crate::driver::{DriverError, Plan};
 use sparsec_passes::assemble::Phase;
-use sparsec_ir::data::{Args, Array, Scalar};
-use sparsec_ir::{AxisId, DType, Expr, Func, Layout, ParamKind, Stage, Storage};
+use sparsec_ir::data::{Args, Array};
+use sparsec_ir::{AxisId, DType, Expr, Func, Layout, Stage, Storage};
 
 /// Why the pattern of a sparse output could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -132,29 +133,10 @@ pub fn complete(func: &Func, args: &mut Args, counted: &Args) -> Result<(), Asse
             entries: total as u128,
             limit: "this machine addresses".into(),
         })?;
-        let array = |v: Vec<i64>| match axis.idtype {
-            DType::I64 => Array::I64(v),
-            _ => Array::I32(v.into_iter().map(|x| x as i32).collect()),
-        };
-        args.array(ptr_name, array(ptr));
-        let ind = &func.params[axis.indices.expect("assembled axes have coordinates")].name;
-        args.array(ind.clone(), Array::zeros(axis.idtype, entries));
-        if let Some(Expr::Var(v)) = &axis.nnz {
-            if let Some(p) = func.params.iter().find(|p| p.kind == ParamKind::Scalar(*v)) {
-                args.scalars.insert(p.name.clone(), Scalar::Int(total));
-            }
-        }
+        sparsec_ir::args::set_pattern(func, a, args, ptr, vec![0; entries])?;
     }
     // Value arrays of the buffers over those axes.
-    for (h, b) in func.buffers.iter() {
-        let (Layout::Sparse(over), Storage::Param(p)) = (&b.layout, b.storage) else { continue };
-        let name = &func.params[p].name;
-        if args.arrays.contains_key(name) || !over.iter().any(|x| axes.contains(x)) {
-            continue;
-        }
-        let len = sparsec_ir::args::buffer_len(func, h, args)?;
-        args.array(name.clone(), Array::zeros(b.dtype, len));
-    }
+    sparsec_ir::args::zero_assembled_values(func, args)?;
     Ok(())
 }
 

@@ -116,10 +116,8 @@ pub struct Prepared<'a> {
     loaded: &'a Loaded,
     backend: String,
     compiled: Box<dyn Compiled>,
-    /// The programs of a sparse output's symbolic phase, in order.
-    symbolic: Vec<SymbolicPhase>,
-    /// The function as written (a symbolic phase completes its arguments).
-    stage1: Func,
+    /// A sparse output's symbolic phase, where the arguments lack its pattern.
+    symbolic: Option<Symbolic>,
     args: Args,
     sites: Option<Vec<sparsec_passes::Site>>,
     /// Checking the arguments against the Stage-I function (zero for the interpreter).
@@ -146,9 +144,10 @@ pub fn prepare<'a>(
     // program; a Stage-I program of it checked like any program (its accesses are always
     // proven), one written at Stage III (a product's, which reads through its own index
     // arrays) compiled with checks in its code.
-    let mut symbolic = Vec::new();
+    let mut symbolic = None;
     if !crate::assembly::missing(stage1, args).is_empty() {
         let count_args = crate::assembly::count_args(stage1, args)?;
+        let mut phases = Vec::new();
         for (phase, lowered) in crate::assembly::phases(stage1, plan, lowered.stage)? {
             let mut sites = None;
             let program = match (backend.checks_indices(), phase.func.stage) {
@@ -163,8 +162,10 @@ pub fn prepare<'a>(
                     g
                 }
             };
-            symbolic.push(SymbolicPhase { compiled: compile(&program)?, sites, counts: phase.counts, name: phase.func.name });
+            phases.push(SymbolicPhase { compiled: compile(&program)?, sites, counts: phase.counts, name: phase.func.name });
         }
+        let (ptrs, coords) = crate::assembly::pattern_arrays(stage1, args);
+        symbolic = Some(Symbolic { phases, stage1: stage1.clone(), count_args, ptrs, coords });
     }
     if !backend.checks_indices() {
         // Loops written parallel or bound by hand (a program written at Stage II or III) are
@@ -198,7 +199,20 @@ pub fn prepare<'a>(
     let start = std::time::Instant::now();
     let compiled = compile(&program)?;
     let compile_time = start.elapsed();
-    Ok(Prepared { loaded, backend: name, compiled, symbolic, stage1: stage1.clone(), args, sites, check_time, compile_time })
+    Ok(Prepared { loaded, backend: name, compiled, symbolic, args, sites, check_time, compile_time })
+}
+
+/// The symbolic phase of a sparse output, ready to run before each run of the program.
+struct Symbolic {
+    /// Its programs, in order.
+    phases: Vec<SymbolicPhase>,
+    /// The function as written (whose arguments the phase completes).
+    stage1: Func,
+    /// The arguments of the counting programs.
+    count_args: Args,
+    /// The row pointers the counting programs return, and the coordinates the others do.
+    ptrs: Vec<String>,
+    coords: Vec<String>,
 }
 
 /// One compiled program of a symbolic phase.
@@ -221,19 +235,24 @@ fn take(into: &mut Args, mut from: Args, names: &[String]) {
 }
 
 impl Prepared<'_> {
+    /// Removes the fault array from a checked run's `out` and decodes it against `sites`.
+    fn fault(&self, sites: &[sparsec_passes::Site], out: &mut Args) -> Result<Option<sparsec_passes::Fault>, BackendError> {
+        match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
+            Some(Array::I64(v)) => Ok(sparsec_passes::Fault::decode(sites, &v)),
+            _ => Err(ArgsRefused(format!("{}: the checked run returned no fault array", self.loaded.name)).into()),
+        }
+    }
+
     /// Runs one program of the symbolic phase on `args`; a fault of its checks is an error.
     fn run_phase(&self, ph: &SymbolicPhase, args: &Args) -> Result<Args, BackendError> {
         let failed = |message| BackendError::Run { backend: self.backend.clone(), message };
         let Some(sites) = &ph.sites else { return ph.compiled.run(args).map_err(failed) };
         let mut args = args.clone();
         args.array(sparsec_passes::FAULT_PARAM, Array::I64(vec![0; 3]));
-        let out = ph.compiled.run(&args).map_err(failed)?;
-        match out.arrays.get(sparsec_passes::FAULT_PARAM) {
-            Some(Array::I64(v)) => match sparsec_passes::Fault::decode(sites, v) {
-                Some(f) => Err(ArgsRefused(format!("{}: the symbolic phase `{}`: {f}", self.loaded.name, ph.name)).into()),
-                None => Ok(out),
-            },
-            _ => Err(ArgsRefused(format!("{}: the symbolic phase `{}` returned no fault array", self.loaded.name, ph.name)).into()),
+        let mut out = ph.compiled.run(&args).map_err(failed)?;
+        match self.fault(sites, &mut out)? {
+            Some(f) => Err(ArgsRefused(format!("{}: the symbolic phase `{}`: {f}", self.loaded.name, ph.name)).into()),
+            None => Ok(out),
         }
     }
 
@@ -241,21 +260,20 @@ impl Prepared<'_> {
     pub fn run(&self) -> Result<Args, BackendError> {
         let failed = |message| BackendError::Run { backend: self.backend.clone(), message };
         let assembled;
-        let args = match self.symbolic.is_empty() {
-            true => &self.args,
-            false => {
+        let args = match &self.symbolic {
+            None => &self.args,
+            Some(sym) => {
                 // Counts, prefix sums and allocation, then the coordinates.
-                let (ptrs, coords) = crate::assembly::pattern_arrays(&self.stage1, &self.args);
-                let mut counted = crate::assembly::count_args(&self.stage1, &self.args)?;
-                for ph in self.symbolic.iter().filter(|p| p.counts) {
+                let mut counted = sym.count_args.clone();
+                for ph in sym.phases.iter().filter(|p| p.counts) {
                     let out = self.run_phase(ph, &counted)?;
-                    take(&mut counted, out, &ptrs);
+                    take(&mut counted, out, &sym.ptrs);
                 }
                 let mut args = self.args.clone();
-                crate::assembly::complete(&self.stage1, &mut args, &counted)?;
-                for ph in self.symbolic.iter().filter(|p| !p.counts) {
+                crate::assembly::complete(&sym.stage1, &mut args, &counted)?;
+                for ph in sym.phases.iter().filter(|p| !p.counts) {
                     let out = self.run_phase(ph, &args)?;
-                    take(&mut args, out, &coords);
+                    take(&mut args, out, &sym.coords);
                 }
                 assembled = args;
                 &assembled
@@ -263,11 +281,7 @@ impl Prepared<'_> {
         };
         let mut out = self.compiled.run(args).map_err(failed)?;
         if let Some(sites) = &self.sites {
-            let fault = match out.arrays.shift_remove(sparsec_passes::FAULT_PARAM) {
-                Some(Array::I64(v)) => v,
-                _ => return Err(ArgsRefused(format!("{}: the checked run returned no fault array", self.loaded.name)).into()),
-            };
-            if let Some(f) = sparsec_passes::Fault::decode(sites, &fault) {
+            if let Some(f) = self.fault(sites, &mut out)? {
                 let text = SourceFile::new(&self.loaded.name, &self.loaded.text).render(f.span(), &format!("checked run: {f}"));
                 return Err(ArgsRefused(text).into());
             }

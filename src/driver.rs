@@ -764,10 +764,8 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         files.push((p, path, array, shape, views));
     }
     // The `nnz` of an assembled axis is the run's to compute.
-    let assembled = sparsec_passes::assemble::assembled_axes(func);
-    let computed = |p: sparsec_ir::ParamId| {
-        assembled.iter().any(|&a| matches!((&func.axes[a].nnz, &func.params[p].kind), (Some(sparsec_ir::Expr::Var(v)), ParamKind::Scalar(w)) if v == w))
-    };
+    let assembled = sparsec_ir::args::assembled_nnz(func);
+    let computed = |p: sparsec_ir::ParamId| matches!(func.params[p].kind, ParamKind::Scalar(v) if assembled.contains(&v));
     for (p, param) in func.params.iter().enumerate() {
         if scalar_dtype(p).is_some() && !args.scalars.contains_key(&param.name) && !computed(p) {
             return Err(RunError::UnboundScalar(param.name.clone()));
@@ -797,8 +795,7 @@ pub fn bind_run(func: &Func, spec: &RunSpec) -> Result<sparsec_ir::data::Args, R
         let sparsec_ir::Storage::Param(p) = b.storage else { continue };
         let name = func.params[p].name.clone();
         // Buffers over a sparse output's pattern are sized once the run has counted it.
-        let over_assembled = matches!(&b.layout, sparsec_ir::Layout::Sparse(axes) if axes.iter().any(|a| assembled.contains(a)));
-        if args.arrays.contains_key(&name) || over_assembled {
+        if args.arrays.contains_key(&name) || sparsec_ir::args::over_assembled(func, h) {
             continue;
         }
         if !written.contains(&h) && !b.dtype.is_float() {

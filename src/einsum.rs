@@ -226,6 +226,16 @@ fn accesses<'t>(t: &'t Term, out: &mut Vec<&'t Access>) {
     }
 }
 
+/// The axis of index `i`: its name in upper case, `_ax` added where a tensor has that name.
+fn axis_name(i: &str, tensors: &[(String, usize, Format)]) -> String {
+    let base = i.to_uppercase();
+    if tensors.iter().any(|t| t.0 == base) {
+        format!("{base}_ax")
+    } else {
+        base
+    }
+}
+
 /// `t` as `.sptir` text, accesses printed by `index`, parenthesised where `prec` needs.
 fn term_text(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
     match t {
@@ -393,15 +403,7 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             }
         }
     }
-    let taken: BTreeSet<String> = tensors.iter().map(|t| t.0.clone()).collect();
-    let axis_of = |i: &str| {
-        let base = i.to_uppercase();
-        if taken.contains(&base) {
-            format!("{base}_ax")
-        } else {
-            base
-        }
-    };
+    let axis_of = |i: &str| axis_name(i, &tensors);
     // A dense use of index `i`: its dense axis, or a dense copy of a walked compressed level.
     let dense_axis = |i: &str| if compressed.iter().any(|c| c == i) { format!("{}_detach", axis_of(i)) } else { axis_of(i) };
     // Parameters, axes and buffers.
@@ -565,15 +567,7 @@ fn assembled(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(Strin
         }
     };
     let (i, j) = (&out.indices[0], &out.indices[1]);
-    let taken: BTreeSet<String> = tensors.iter().map(|t| t.0.clone()).collect();
-    let axis_of = |x: &str| {
-        let base = x.to_uppercase();
-        if taken.contains(&base) {
-            format!("{base}_ax")
-        } else {
-            base
-        }
-    };
+    let axis_of = |i: &str| axis_name(i, tensors);
     let (ai, aj) = (axis_of(i), axis_of(j));
     let mut params: Vec<String> = tensors.iter().map(|t| format!("{}: handle", t.0.to_lowercase())).collect();
     let mut scalars = vec![format!("n_{i}: i32"), format!("n_{j}: i32")];

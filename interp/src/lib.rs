@@ -154,10 +154,8 @@ pub fn run_observed(
 fn assemble(func: &Func, args: &Args) -> machine::Result<Option<Args>> {
     let mut out: Option<Args> = None;
     for (id, axis) in func.axes.iter() {
-        let (Some(_), Some(ip), Some(ix), Some(sparsec_ir::Expr::Var(nnz))) = (&axis.pattern, axis.indptr, axis.indices, &axis.nnz) else {
-            continue;
-        };
-        let (ip, ix) = (func.params[ip].name.clone(), func.params[ix].name.clone());
+        let (Some(_), Some(ip)) = (&axis.pattern, axis.indptr) else { continue };
+        let ip = func.params[ip].name.clone();
         // Lowered code fills the coordinates of a given row pointer itself.
         if func.stage != sparsec_ir::Stage::I && args.arrays.contains_key(&ip) {
             continue;
@@ -175,32 +173,15 @@ fn assemble(func: &Func, args: &Args) -> machine::Result<Option<Args>> {
         if total as u64 > machine::MAX_ALLOC as u64 {
             return Err(fail(format!("{total} entries, more than the interpreter allocates")));
         }
-        let array = |v: Vec<i64>| match axis.idtype {
-            sparsec_ir::DType::I64 => Ok(Array::I64(v)),
-            _ => v.into_iter().map(i32::try_from).collect::<Result<Vec<_>, _>>().map(Array::I32),
-        };
-        let too_many = |_| fail(format!("{total} entries do not fit its index type {}", axis.idtype));
         let a = out.get_or_insert_with(|| args.clone());
-        a.arrays.insert(ip, array(ptr).map_err(too_many)?);
-        a.arrays.insert(ix, array(coords).map_err(too_many)?);
-        if let Some(name) = func.params.iter().find(|p| p.kind == ParamKind::Scalar(*nnz)).map(|p| p.name.clone()) {
-            a.scalars.insert(name, sparsec_ir::data::Scalar::Int(total));
-        }
-        // The values over it (flat at Stage III, sized by its nnz), which only now have a
-        // size: zeros where not given.
-        for (b, buf) in func.buffers.iter() {
-            let Storage::Param(p) = buf.storage else { continue };
-            let name = &func.params[p].name;
-            let over = match &buf.layout {
-                sparsec_ir::Layout::Sparse(axes) => axes.contains(&id),
-                sparsec_ir::Layout::Dense(shape) => shape.iter().any(|e| e.uses_var(*nnz)),
-            };
-            if !over || a.arrays.contains_key(name) {
-                continue;
-            }
-            let len = sparsec_ir::args::buffer_len(func, b, a).map_err(|e| fail(e.to_string()))?;
-            a.arrays.insert(name.clone(), Array::zeros(buf.dtype, len));
-        }
+        sparsec_ir::args::set_pattern(func, id, a, ptr, coords).map_err(|e| fail(e.to_string()))?;
+    }
+    // The values over them, which only now have a size: zeros where not given.
+    if let Some(a) = &mut out {
+        sparsec_ir::args::zero_assembled_values(func, a).map_err(|e| {
+            let axes: Vec<&str> = func.axes.iter().filter(|(_, x)| x.pattern.is_some()).map(|(_, x)| x.name.as_str()).collect();
+            Box::new(InterpError::Assembly { axis: axes.join("`, `"), message: e.to_string(), span: func.span })
+        })?;
     }
     Ok(out)
 }

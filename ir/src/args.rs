@@ -128,15 +128,7 @@ pub fn buffer_len(func: &Func, buffer: crate::func::BufferId, args: &Args) -> R<
 /// the run computes, may be missing).
 pub fn scalar_values(func: &Func, args: &Args) -> R<HashMap<VarId, i64>> {
     let mut out = HashMap::new();
-    let computed: Vec<VarId> = func
-        .axes
-        .iter()
-        .filter(|(_, a)| a.pattern.is_some())
-        .filter_map(|(_, a)| match &a.nnz {
-            Some(Expr::Var(v)) => Some(*v),
-            _ => None,
-        })
-        .collect();
+    let computed = assembled_nnz(func);
     for p in &func.params {
         if let ParamKind::Scalar(v) = p.kind {
             let d = func.vars.try_get(v).map_or(DType::I32, |x| x.dtype);
@@ -336,6 +328,74 @@ pub fn assemble(func: &Func, id: AxisId, args: &Args) -> R<(Vec<i64>, Vec<i64>)>
         ptr.push(coords.len() as i64);
     }
     Ok((ptr, coords))
+}
+
+/// The `nnz` variables of the assembled axes of `func`: scalar parameters the run sets.
+pub fn assembled_nnz(func: &Func) -> Vec<VarId> {
+    func.axes
+        .iter()
+        .filter(|(_, a)| a.pattern.is_some())
+        .filter_map(|(_, a)| match &a.nnz {
+            Some(Expr::Var(v)) => Some(*v),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `buffer` stores values over an assembled axis (over it as an axis, or, flat at
+/// Stage III, sized by its `nnz`): its array is sized once the run has the pattern.
+pub fn over_assembled(func: &Func, buffer: crate::func::BufferId) -> bool {
+    let Some(b) = func.buffers.try_get(buffer) else { return false };
+    match &b.layout {
+        Layout::Sparse(axes) => axes.iter().any(|a| func.axes.try_get(*a).is_some_and(|x| x.pattern.is_some())),
+        Layout::Dense(shape) => {
+            let nnz = assembled_nnz(func);
+            shape.iter().any(|e| nnz.iter().any(|v| e.uses_var(*v)))
+        }
+    }
+}
+
+/// Puts the pattern of assembled axis `id` into `args`: its row pointer `ptr` and
+/// coordinates `coords` as arrays of its index type, and its `nnz` (`ptr`'s last entry).
+pub fn set_pattern(func: &Func, id: AxisId, args: &mut Args, ptr: Vec<i64>, coords: Vec<i64>) -> R<()> {
+    let axis = func.axes.try_get(id).ok_or_else(|| ArgsError::Missing(format!("axis #{}", id.index())))?;
+    let total = ptr.last().copied().unwrap_or(0);
+    let mut array = |name: Option<usize>, v: Vec<i64>| -> R<()> {
+        let Some(p) = name else { return Ok(()) };
+        let name = func.params[p].name.clone();
+        let a = match axis.idtype {
+            DType::I64 => crate::data::Array::I64(v),
+            _ => crate::data::Array::I32(v.into_iter().map(i32::try_from).collect::<Result<_, _>>().map_err(|_| ArgsError::Structure {
+                param: name.clone(),
+                message: format!("axis `{}` holds {total} entries, which do not fit its index type {}", axis.name, axis.idtype),
+            })?),
+        };
+        args.arrays.insert(name, a);
+        Ok(())
+    };
+    array(axis.indptr, ptr)?;
+    array(axis.indices, coords)?;
+    if let Some(Expr::Var(v)) = &axis.nnz {
+        if let Some(p) = func.params.iter().find(|p| p.kind == ParamKind::Scalar(*v)) {
+            args.scalars.insert(p.name.clone(), Scalar::Int(total));
+        }
+    }
+    Ok(())
+}
+
+/// Adds a zero-filled array for every buffer over an assembled axis ([`over_assembled`])
+/// whose parameter `args` lacks, sized by the pattern `args` now holds.
+pub fn zero_assembled_values(func: &Func, args: &mut Args) -> R<()> {
+    for (h, b) in func.buffers.iter() {
+        let crate::func::Storage::Param(p) = b.storage else { continue };
+        let name = &func.params[p].name;
+        if args.arrays.contains_key(name) || !over_assembled(func, h) {
+            continue;
+        }
+        let len = buffer_len(func, h, args)?;
+        args.arrays.insert(name.clone(), crate::data::Array::zeros(b.dtype, len));
+    }
+    Ok(())
 }
 
 /// Coordinates of sparse axis `id` (held by parameter `p`): inside the axis, sorted where

@@ -1,15 +1,19 @@
-//! Sparse outputs: the two phases of a function with assembled axes (`pattern = union(..)`).
+//! Sparse outputs: the two phases of a function with assembled axes (`pattern = union(..)`,
+//! `product(..)`).
 //!
 //! An assembled axis's row pointer, coordinates and `nnz` are outputs of the run. Generated
-//! code cannot size an array in the middle of a kernel, so a run takes two programs:
+//! code cannot size an array in the middle of a kernel, so a run takes two phases:
 //!
-//! * the **symbolic phase**, [`count_function`]: an ordinary Stage-I function that counts
-//!   each row of the pattern into `indptr[r + 1]` by co-iterating the members; the run then
-//!   takes the prefix sum, which gives `nnz` and the sizes of the coordinates and values;
-//! * the **numeric phase**, the function itself: [`lower_sparse_iter`](crate::lower_sparse_iter)
-//!   first adds [`fill_iterations`] (each coordinate of the pattern written at its position),
-//!   and every access through the pattern's co-iteration takes the count of coordinates
-//!   visited before it in the row as its position.
+//! * the **symbolic phase**, [`symbolic_phases`]: for unions and intersections
+//!   [`count_function`], an ordinary Stage-I function that counts each row of the pattern
+//!   into `indptr[r + 1]` by co-iterating the members; for a product two Stage-III programs
+//!   that count its rows and then write and sort its coordinates. The run takes the prefix
+//!   sums between them, which give `nnz` and the sizes of the coordinates and values;
+//! * the **numeric phase**, the function itself: for a union or intersection,
+//!   [`lower_sparse_iter`](crate::lower_sparse_iter) first adds `fill_iterations` (each
+//!   coordinate of the pattern written at its position), and every access through the
+//!   pattern's co-iteration takes the count of coordinates visited before it in the row as
+//!   its position; a product's coordinates are looked up.
 //!
 //! The interpreter computes the pattern itself (`sparsec_ir::args::assemble`), which is
 //! what both phases are tested against.
@@ -31,10 +35,10 @@ fn merge_of(f: &Func, a: AxisId) -> Option<sparsec_ir::MergeOp> {
     f.axes[a].pattern.as_ref().and_then(|pt| pt.op.merge())
 }
 
-/// The symbolic phase of Stage-I `f`: a function `<name>_count` taking the parameters its
-/// axes need (the assembled ones' row pointers among them, not their coordinates or
-/// `nnz`) that stores the length of row `r` of each assembled axis at `indptr[r + 1]`
-/// (`indptr[0]` is left alone). `None` when `f` assembles nothing.
+/// The counts of the union and intersection axes of Stage-I `f`: a function `<name>_count`
+/// taking the parameters its axes need (those axes' row pointers among them, not their
+/// coordinates or `nnz`) that stores the length of row `r` of each at `indptr[r + 1]`
+/// (`indptr[0]` is left alone). `None` when `f` assembles no union or intersection.
 pub fn count_function(f: &Func) -> Result<Option<Func>, PassError> {
     crate::verified_input("count_function", f)?;
     if f.stage != Stage::I {
@@ -243,13 +247,7 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
     let (nnz_a, nnz_b, nnz_c) = (nnz(ja)?, nnz(kb)?, nnz(ax)?);
     // Parameters: the arrays, and every scalar parameter but the assembled axes' nnz (which the
     // count comes before) — the fill takes this axis's nnz too.
-    let computed: Vec<sparsec_ir::VarId> = assembled_axes(f)
-        .into_iter()
-        .filter_map(|x| match &f.axes[x].nnz {
-            Some(Expr::Var(v)) => Some(*v),
-            _ => None,
-        })
-        .collect();
+    let computed = sparsec_ir::args::assembled_nnz(f);
     let own_nnz = match &ax.nnz {
         Some(Expr::Var(v)) => Some(*v),
         _ => None,

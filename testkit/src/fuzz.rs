@@ -1200,15 +1200,9 @@ pub fn run_as_cli_with(
         Ok(l) => l,
         Err(e) => return (false, Err(e.to_string())),
     };
-    let checked = sparsec::ir::args::check_accesses(f1, args).is_err();
+    // The interpreter checks every index itself (the CLI's `--checked` is for generated code).
+    let checked = !backend.checks_indices() && sparsec::ir::args::check_accesses(f1, args).is_err();
     (checked, sparsec::backend::run(backend, &loaded, f1, f3, plan, args, checked).map_err(|e| e.to_string()))
-}
-
-/// `f`, lowered from `f1`, on the interpreter after its symbolic phase (`sparsec::assembly`),
-/// as `sparsec run --backend interp --stage N` runs it.
-fn assembled_on_interp(f1: &Func, f: &Func, args: &Args) -> Result<Args, String> {
-    let loaded = sparsec::driver::load_text("fuzz.sptir", sparsec::ir::text::print_func(f1)).map_err(|e| e.to_string())?;
-    sparsec::backend::run(&sparsec::backend::Interp, &loaded, f1, f, &sparsec::driver::Plan::Plain, args, false).map_err(|e| e.to_string())
 }
 
 /// The arguments of `func` (the parsed program of `case`): index arrays and scalars from the
@@ -1246,10 +1240,9 @@ pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, Strin
         }
     }
     let mut rng = Rng::new(d.seed);
-    let assembled = sparsec::passes::assemble::assembled_axes(func);
     for (b, buf) in func.buffers.iter() {
         let Storage::Param(p) = buf.storage else { continue };
-        if buf.axes().iter().any(|a| assembled.contains(a)) {
+        if sparsec::ir::args::over_assembled(func, b) {
             continue;
         }
         let len = sparsec::ir::args::buffer_len(func, b, &args).map_err(|e| format!("length of `{}`: {e}", buf.name))?;
@@ -1875,7 +1868,7 @@ impl Runner<'_> {
         let assembles = !sparsec::assembly::missing(f1, args).is_empty();
         for f in std::iter::once(f1).chain(&stages) {
             let r = catch_unwind(AssertUnwindSafe(|| match assembles && f.stage != Stage::I {
-                true => assembled_on_interp(f1, f, args),
+                true => run_as_cli(&sparsec::backend::Interp, f1, f, args).1,
                 false => interp::run_with(f, args, &opts).map_err(|e| e.to_string()),
             }));
             let r = match r {

@@ -163,11 +163,13 @@ impl<'a> Lowerer<'a> {
             StmtKind::Store { buffer, indices, value } => {
                 let mut pre = Vec::new();
                 self.lookups = Some(Vec::new());
-                let value = self.expr(value, &mut pre);
-                let access = value.is_ok().then(|| self.access(*buffer, indices, &mut pre));
+                let lowered = (|| -> Result<_, PassError> {
+                    let value = self.expr(value, &mut pre)?;
+                    let (idx, found) = self.access(*buffer, indices, &mut pre)?;
+                    Ok((value, idx, found))
+                })();
                 self.lookups = None;
-                let value = value?;
-                let (idx, found) = access.expect("value lowered")?;
+                let (value, idx, found) = lowered?;
                 out.append(&mut pre);
                 let st = StmtKind::Store { buffer: *buffer, indices: idx, value };
                 match found {
