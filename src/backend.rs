@@ -9,6 +9,7 @@
 //! Backends translate; they decide neither validation nor scheduling.
 
 use crate::driver::{ArgsRefused, Loaded};
+pub use sparsec_ir::data::RunTimes;
 use sparsec_ir::data::{Args, Array};
 use sparsec_ir::span::SourceFile;
 use sparsec_ir::Func;
@@ -54,6 +55,13 @@ pub enum BackendError {
 pub trait Compiled {
     /// Runs on `args` and returns every array after the run (and the scalars).
     fn run(&self, args: &Args) -> Result<Args, String>;
+    /// [`Compiled::run`], and where its time went; a backend that cannot tell counts it all
+    /// as the kernel's.
+    fn run_timed(&self, args: &Args) -> Result<(Args, RunTimes), String> {
+        let start = std::time::Instant::now();
+        let out = self.run(args)?;
+        Ok((out, RunTimes { kernel: start.elapsed(), ..RunTimes::default() }))
+    }
 }
 
 /// Where programs run.
@@ -258,7 +266,13 @@ impl Prepared<'_> {
 
     /// Runs the program once on its arguments (each run starts from them afresh).
     pub fn run(&self) -> Result<Args, BackendError> {
+        self.run_timed().map(|(out, _)| out)
+    }
+
+    /// [`Prepared::run`], and where its time went (a symbolic phase counts as `symbolic`).
+    pub fn run_timed(&self) -> Result<(Args, RunTimes), BackendError> {
         let failed = |message| BackendError::Run { backend: self.backend.clone(), message };
+        let start = std::time::Instant::now();
         let assembled;
         let args = match &self.symbolic {
             None => &self.args,
@@ -279,13 +293,14 @@ impl Prepared<'_> {
                 &assembled
             }
         };
-        let mut out = self.compiled.run(args).map_err(failed)?;
+        let symbolic = if self.symbolic.is_some() { start.elapsed() } else { std::time::Duration::ZERO };
+        let (mut out, times) = self.compiled.run_timed(args).map_err(failed)?;
         if let Some(sites) = &self.sites {
             if let Some(f) = self.fault(sites, &mut out)? {
                 let text = SourceFile::new(&self.loaded.name, &self.loaded.text).render(f.span(), &format!("checked run: {f}"));
                 return Err(ArgsRefused(text).into());
             }
         }
-        Ok(out)
+        Ok((out, RunTimes { symbolic, ..times }))
     }
 }

@@ -9,12 +9,13 @@ use crate::CubeclError;
 use cubecl::prelude::*;
 use cubecl::__private::Runtime as _;
 use cubecl::server::Handle;
-use sparsec_ir::data::{Args, Array, Scalar};
+use sparsec_ir::data::{Args, Array, RunTimes, Scalar};
 use sparsec_ir::{DType, Func, ParamKind, VarId};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Failures of the device or of CubeCL.
 #[derive(Debug, thiserror::Error)]
@@ -314,6 +315,14 @@ impl CompiledProgram {
     /// Validates `args`, uploads them, launches every kernel in order and returns every array
     /// after the run (inputs included), like `sparsec_interp::run`.
     pub fn run(&self, client: &Client, args: &Args) -> Result<Args, CubeclError> {
+        self.run_timed(client, args).map(|(out, _)| out)
+    }
+
+    /// [`CompiledProgram::run`], and where the time went: checks, conversion and upload
+    /// (`upload`), the kernels until their statuses are read (`kernel`), read-back
+    /// (`download`).
+    pub fn run_timed(&self, client: &Client, args: &Args) -> Result<(Args, RunTimes), CubeclError> {
+        let start = Instant::now();
         let prepared = self.prepare(args)?;
         let func = &self.program.func;
         // Upload.
@@ -323,6 +332,7 @@ impl CompiledProgram {
             let handle = if bytes.is_empty() { client.empty(4) } else { client.create_from_slice(&bytes) };
             handles.insert(*src, (handle, arr.len()));
         }
+        let uploaded = Instant::now();
         let mut statuses = Vec::new();
         for k in &self.kernels {
             statuses.push(guarded(|| k.launch(client, &handles, &prepared.scalars))?);
@@ -330,6 +340,7 @@ impl CompiledProgram {
         for (k, st) in self.kernels.iter().zip(statuses) {
             k.check_status(client, st)?;
         }
+        let finished = Instant::now();
         // Read back.
         let finite = guards(client).finite;
         let mut out = args.clone();
@@ -352,7 +363,8 @@ impl CompiledProgram {
             };
             out.arrays.insert(param.name.clone(), arr);
         }
-        Ok(out)
+        let times = RunTimes { upload: uploaded - start, kernel: finished - uploaded, download: finished.elapsed(), ..RunTimes::default() };
+        Ok((out, times))
     }
 
     /// Checks `args` and converts them to the kernels' element types.

@@ -22,9 +22,10 @@ use mlir_sys::{
     mlirExecutionEngineCreate, mlirExecutionEngineDestroy, MlirExecutionEngine,
     MlirStringRef,
 };
-use sparsec_ir::data::{Args, Array, Scalar};
+use sparsec_ir::data::{Args, Array, RunTimes, Scalar};
 use sparsec_ir::{BinOp, DType, Expr, Func, Layout, ParamKind, Storage};
 use std::ffi::c_void;
+use std::time::Instant;
 
 /// Options of the CPU path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -350,6 +351,13 @@ impl CpuKernel {
     /// every scalar present and in range, every array present, of the buffer's dtype (any
     /// integer width for integer buffers) and at least as long as each buffer bound to it.
     pub fn run(&self, args: &mut Args) -> Result<()> {
+        self.run_timed(args).map(|_| ())
+    }
+
+    /// [`CpuKernel::run`], and where the time went: preparing the arguments (`upload`), the
+    /// call (`kernel`) and copying converted arrays back (`download`).
+    pub fn run_timed(&self, args: &mut Args) -> Result<RunTimes> {
+        let start = Instant::now();
         let mut prepared = Vec::with_capacity(self.sig.len());
         for (p, abi) in self.sig.iter().enumerate() {
             prepared.push(self.prepare(p, abi, args)?);
@@ -386,7 +394,9 @@ impl CpuKernel {
         }
         // SAFETY: `packed` holds a pointer to each argument of the entry's signature, each
         // valid for the call (the arrays were checked against the buffers bound to them).
+        let called = Instant::now();
         unsafe { (self.entry)(packed.as_mut_ptr()) };
+        let returned = Instant::now();
         for p in prepared {
             if let Prepared::Copy { name, data, back, .. } = p {
                 if let Some(a) = args.arrays.get_mut(&name) {
@@ -394,7 +404,7 @@ impl CpuKernel {
                 }
             }
         }
-        Ok(())
+        Ok(RunTimes { upload: called - start, kernel: returned - called, download: returned.elapsed(), ..RunTimes::default() })
     }
 
     fn prepare(&self, p: usize, abi: &AbiParam, args: &mut Args) -> Result<Prepared> {

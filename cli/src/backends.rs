@@ -4,7 +4,7 @@ use crate::Emit;
 use clap::ValueEnum;
 use sparsec::backend::Backend as Runner;
 #[cfg(any(feature = "mlir", feature = "cubecl", feature = "cuda"))]
-use sparsec::backend::Compiled;
+use sparsec::backend::{Compiled, RunTimes};
 use sparsec::driver::{self, AutoSchedule, DriverError, Plan};
 #[cfg(any(feature = "mlir", feature = "cubecl", feature = "cuda"))]
 use sparsec::ir::data::Args;
@@ -136,9 +136,14 @@ struct MlirProgram(sparsec_backend_mlir::CpuKernel);
 #[cfg(feature = "mlir")]
 impl Compiled for MlirProgram {
     fn run(&self, args: &Args) -> std::result::Result<Args, String> {
+        self.run_timed(args).map(|(out, _)| out)
+    }
+    fn run_timed(&self, args: &Args) -> std::result::Result<(Args, RunTimes), String> {
+        let start = std::time::Instant::now();
         let mut work = args.clone();
-        self.0.run(&mut work).map_err(|e| e.to_string())?;
-        Ok(work)
+        let copied = start.elapsed();
+        let times = self.0.run_timed(&mut work).map_err(|e| e.to_string())?;
+        Ok((work, RunTimes { upload: copied + times.upload, ..times }))
     }
 }
 
@@ -164,7 +169,10 @@ struct CubeclProgram(sparsec_backend_cubecl::CompiledProgram);
 #[cfg(feature = "cubecl")]
 impl Compiled for CubeclProgram {
     fn run(&self, args: &Args) -> std::result::Result<Args, String> {
-        self.0.run(&sparsec_backend_cubecl::wgpu_client(), args).map_err(|e| e.to_string())
+        self.run_timed(args).map(|(out, _)| out)
+    }
+    fn run_timed(&self, args: &Args) -> std::result::Result<(Args, RunTimes), String> {
+        self.0.run_timed(&sparsec_backend_cubecl::wgpu_client(), args).map_err(|e| e.to_string())
     }
 }
 

@@ -102,7 +102,7 @@ enum Cmd {
     /// Time a function: set up and compile once, then run it `--repeat` times (after
     /// `--warmup` untimed runs) and print the time of each step (parse, bind, lower, check,
     /// compile) and the runs' minimum, median and maximum. Takes `run`'s options.
-    Bench(run::BenchArgs),
+    Bench(bench::BenchArgs),
     /// Search the default CPU schedule's parameters (row-length copies, chunks, grains,
     /// prefetching) for a program on its data: measure each distinct schedule on mlir-cpu
     /// within `--budget` seconds, print the table and write the fastest as a trace
@@ -196,6 +196,9 @@ enum Emit {
 }
 
 mod backends;
+mod bench;
+mod peers;
+mod plot;
 mod run;
 mod tune;
 
@@ -303,10 +306,17 @@ fn gpu_report_estimated(
     )?;
     let Some(Peer::Gespmm) = peer else { return Ok(()) };
     let start = std::time::Instant::now();
-    let csr = spmm_operands(f, &matrix.0, &args, &result)?;
+    let refuse = |why: String| format!("--peer gespmm models CSR SpMM (C = A·B, as tests/workloads/csrmm.sptir): {why}");
+    let op = peers::recognize(f).map_err(refuse)?;
+    if op.kind != peers::OpKind::Spmm || f.buffers[op.sparse].name != matrix.0 {
+        return Err(refuse(format!("`{}` computes {} over `{}`, not SpMM over `{}`", f.name, op.kind.name(), f.buffers[op.sparse].name, matrix.0)).into());
+    }
+    let ops = op.operands(f, &args).map_err(refuse)?;
+    let got = peers::output(f, &op, &result);
+    op.check(&ops, &got, &format!("`{}`", f.name)).map_err(refuse)?;
     let ptx = sparsec_nvidia::nvrtc("gespmm", include_str!("../../nvidia/peer/gespmm.cu"), chip)?;
     let mut collector = Collector::new();
-    estimate::gespmm_trace(&csr.indptr, &csr.indices, csr.feat, &mut |a| collector.record(a));
+    estimate::gespmm_trace(&ops.indptr, &ops.indices, ops.dense[0].1[1] as usize, &mut |a| collector.record(a));
     let traffic: BTreeMap<String, Traffic> =
         collector.finish().into_values().map(|t| ("gespmm_csr_f32".to_string(), t)).collect();
     writeln!(out, "peer gespmm (nvidia/peer/gespmm.cu: GE-SpMM's shape, compiled by NVRTC; its accesses transcribed from its source):")?;
@@ -326,97 +336,6 @@ fn gpu_report_estimated(
     Ok(())
 }
 
-/// The CSR operands of a program that computes C = A·B, taken from its bound arguments.
-struct SpmmOperands {
-    indptr: Vec<i64>,
-    indices: Vec<i64>,
-    feat: usize,
-}
-
-/// Checks that `f` is a CSR SpMM over the matrix bound to `buffer`, by its declarations (A
-/// over a dense row axis and a sparse column axis, one written buffer C over [rows, K], one
-/// other dense input B over [columns, K], all f32) and by its numbers (the interpreter's C
-/// equals A·B computed here), and returns the CSR structure and feature size.
-fn spmm_operands(
-    f: &sparsec::ir::Func,
-    buffer: &str,
-    args: &sparsec::ir::data::Args,
-    result: &sparsec::ir::data::Args,
-) -> Result<SpmmOperands, Box<dyn std::error::Error>> {
-    use sparsec::ir::data::Array;
-    use sparsec::ir::{AxisKind, DType, Layout, Storage};
-    let refuse = |why: String| -> Box<dyn std::error::Error> {
-        format!("--peer gespmm models CSR SpMM (C = A·B, as tests/workloads/csrmm.sptir): `{}` {why}", f.name).into()
-    };
-    let axes_of = |b: sparsec::ir::BufferId| match &f.buffers[b].layout {
-        Layout::Sparse(axes) => axes.clone(),
-        Layout::Dense(_) => Vec::new(),
-    };
-    let param_of = |b: sparsec::ir::BufferId| match f.buffers[b].storage {
-        Storage::Param(p) => Some(f.params[p].name.clone()),
-        Storage::Alloc(_) => None,
-    };
-    let a = f.buffer_by_name(buffer).ok_or_else(|| refuse(format!("has no buffer `{buffer}`")))?;
-    let (i, j) = match axes_of(a)[..] {
-        [i, j] if f.axes[i].kind == AxisKind::DenseFixed
-            && f.axes[j].kind == AxisKind::SparseVariable
-            && f.axes[j].parent == Some(i) =>
-        {
-            (i, j)
-        }
-        _ => return Err(refuse(format!("binds `{buffer}`, which is not a CSR matrix (a dense row axis, then a sparse one)"))),
-    };
-    let written = driver::written_buffers(f);
-    let [c] = written[..] else { return Err(refuse(format!("writes {} buffers, not one", written.len()))) };
-    let k = match axes_of(c)[..] {
-        [ci, k] if ci == i && f.axes[k].kind == AxisKind::DenseFixed => k,
-        _ => return Err(refuse(format!("writes `{}`, which is not dense over [rows, features]", f.buffers[c].name))),
-    };
-    let inputs: Vec<_> = f
-        .buffers
-        .iter()
-        .filter(|(b, _)| *b != a && *b != c && param_of(*b).is_some())
-        .filter(|(b, _)| matches!(axes_of(*b)[..], [x, kk] if kk == k && f.axes[x].kind == AxisKind::DenseFixed))
-        .map(|(b, _)| b)
-        .collect();
-    let [b] = inputs[..] else { return Err(refuse("has no single dense input B over [columns, features]".into())) };
-    if [a, b, c].iter().any(|&x| f.buffers[x].dtype != DType::F32) {
-        return Err(refuse("is not in f32".into()));
-    }
-    let array = |name: Option<String>, from: &sparsec::ir::data::Args| name.and_then(|n| from.arrays.get(&n).cloned());
-    let ints = |p: Option<usize>| match p.and_then(|p| args.arrays.get(&f.params[p].name)) {
-        Some(Array::I32(v)) => Some(v.iter().map(|&x| i64::from(x)).collect::<Vec<i64>>()),
-        Some(Array::I64(v)) => Some(v.clone()),
-        _ => None,
-    };
-    let missing = || refuse("has no CSR arrays bound".into());
-    let (indptr, indices) = (ints(f.axes[j].indptr).ok_or_else(missing)?, ints(f.axes[j].indices).ok_or_else(missing)?);
-    let (Some(Array::F32(vals)), Some(Array::F32(bv)), Some(Array::F32(cv))) =
-        (array(param_of(a), args), array(param_of(b), args), array(param_of(c), result))
-    else {
-        return Err(missing());
-    };
-    let m = indptr.len().saturating_sub(1);
-    let feat = cv.len().checked_div(m).unwrap_or(0);
-    // The numbers: C = A·B within rounding.
-    for r in 0..m {
-        for col in 0..feat {
-            let (mut want, mut scale) = (0.0f64, 0.0f64);
-            for p in indptr[r] as usize..indptr[r + 1] as usize {
-                let term = f64::from(vals[p]) * f64::from(bv[indices[p] as usize * feat + col]);
-                want += term;
-                scale += term.abs();
-            }
-            let got = f64::from(cv[r * feat + col]);
-            if (got - want).abs() > 1e-4 * scale + 1e-30 {
-                return Err(refuse(format!(
-                    "does not compute A·B on these data: C[{r}, {col}] is {got}, A·B gives {want}"
-                )));
-            }
-        }
-    }
-    Ok(SpmmOperands { indptr, indices, feat })
-}
 
 
 /// Large arrays on cache lines and huge pages (`sparsec::alloc`): a dense operand's rows
@@ -540,7 +459,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             }
         }
         Cmd::Run(args) => run::run(args, out)?,
-        Cmd::Bench(args) => run::bench(args, out)?,
+        Cmd::Bench(args) => bench::bench(args, out)?,
         Cmd::Tune(args) => tune::tune(args, out)?,
     }
     Ok(())

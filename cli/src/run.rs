@@ -12,17 +12,18 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Arguments of `sparsec run`.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct RunArgs {
     /// The .sptir file.
-    file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Function to run (default: the only one).
     #[arg(long)]
     func: Option<String>,
     /// Binds a Matrix Market file to a sparse buffer: `A=path.mtx` (repeatable), laid out as
-    /// the buffer's axes say (CSR, DCSR, CSC with `modes = [1, 0]`, ELL, BSR, ...).
+    /// the buffer's axes say (CSR, DCSR, CSC with `modes = [1, 0]`, ELL, BSR, ...). `bench`
+    /// takes several for one buffer and sweeps over them.
     #[arg(long = "matrix", value_name = "BUFFER=PATH", value_parser = parse_pair::<PathBuf>)]
-    matrices: Vec<(String, PathBuf)>,
+    pub(crate) matrices: Vec<(String, PathBuf)>,
     /// Binds a FROSTT tensor (`.tns`: `i j k value` lines, 1-based) to a sparse buffer with
     /// one axis per mode (CSF, a sparse vector, ...): `A=path.tns` (repeatable).
     #[arg(long = "tensor", value_name = "BUFFER=PATH", value_parser = parse_pair::<PathBuf>)]
@@ -34,9 +35,10 @@ pub struct RunArgs {
     /// parameter's dtype).
     #[arg(long = "scalar", value_name = "NAME=VALUE", value_parser = parse_pair::<String>)]
     scalars: Vec<(String, String)>,
-    /// Feature size: sets every unbound scalar whose name contains `feat`.
+    /// Feature size: sets every unbound scalar whose name contains `feat` (`bench` takes
+    /// several and sweeps over them).
     #[arg(long)]
-    feat: Option<i64>,
+    pub(crate) feat: Vec<i64>,
     /// Block size for matrices bound to BSR buffers.
     #[arg(long, default_value_t = 4)]
     block: usize,
@@ -45,18 +47,18 @@ pub struct RunArgs {
     seed: u64,
     /// Folder for the outputs, one `<buffer>.npy` each.
     #[arg(long)]
-    output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Lower to this stage before running (default: 1 for the interpreter, 3 otherwise; the
     /// code generators take Stage III only).
     #[arg(long)]
     stage: Option<StageArg>,
     /// A schedule trace (JSON) to apply before running at `--stage`.
     #[arg(long)]
-    schedule: Option<PathBuf>,
+    pub(crate) schedule: Option<PathBuf>,
     /// Applies the default CPU or GPU schedule when no `--schedule` is given (the GPU
     /// backends get `gpu` unless another is named).
     #[arg(long, value_enum)]
-    auto: Option<Auto>,
+    pub(crate) auto: Option<Auto>,
     /// Where to run.
     #[arg(long, value_enum, default_value = "interp")]
     pub(crate) backend: Backend,
@@ -81,20 +83,20 @@ where
 
 /// What `run` and `bench` set up before anything runs: the program lowered to the stage run,
 /// its arguments, and how long each step took.
-struct Setup {
-    loaded: driver::Loaded,
+pub(crate) struct Setup {
+    pub loaded: driver::Loaded,
     /// The function as written.
-    stage1: sparsec::ir::Func,
+    pub stage1: sparsec::ir::Func,
     /// The function lowered (a decomposition of it, where the GPU default cuts rows).
-    func: sparsec::ir::Func,
-    lowered: sparsec::ir::Func,
+    pub func: sparsec::ir::Func,
+    pub lowered: sparsec::ir::Func,
     /// How it was lowered (its symbolic phase, if any, is lowered alike).
-    plan: driver::Plan,
-    args: sparsec::ir::data::Args,
+    pub plan: driver::Plan,
+    pub args: sparsec::ir::data::Args,
     /// Segment length where the GPU default cut the rows.
-    segmented: Option<usize>,
+    pub segmented: Option<usize>,
     /// (step, time): parse and verify, bind inputs, schedule and lower.
-    times: Vec<(&'static str, std::time::Duration)>,
+    pub times: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// The program as written and its bound arguments (`tune` schedules them itself).
@@ -102,6 +104,40 @@ pub(crate) struct Data {
     pub loaded: driver::Loaded,
     pub stage1: sparsec::ir::Func,
     pub args: sparsec::ir::data::Args,
+}
+
+impl RunArgs {
+    /// One set of arguments for each combination of the matrices given for each buffer and
+    /// the `--feat` values, in the order given (what `bench` sweeps over).
+    pub(crate) fn cases(&self) -> Vec<RunArgs> {
+        let mut buffers: Vec<(&str, Vec<&PathBuf>)> = Vec::new();
+        for (b, path) in &self.matrices {
+            match buffers.iter_mut().find(|(x, _)| *x == b) {
+                Some((_, paths)) => paths.push(path),
+                None => buffers.push((b, vec![path])),
+            }
+        }
+        let mut out = vec![RunArgs { matrices: Vec::new(), feat: Vec::new(), ..self.clone() }];
+        for (b, paths) in buffers {
+            out = out.iter().flat_map(|c| paths.iter().map(move |p| {
+                let mut c = c.clone();
+                c.matrices.push((b.to_string(), (*p).clone()));
+                c
+            })).collect();
+        }
+        if !self.feat.is_empty() {
+            out = out.iter().flat_map(|c| self.feat.iter().map(move |&f| RunArgs { feat: vec![f], ..c.clone() })).collect();
+        }
+        out
+    }
+
+    /// Refuses a sweep: `run` and `tune` take one matrix per buffer and one `--feat`.
+    fn one_case(&self) -> Result<(), String> {
+        if self.cases().len() > 1 {
+            return Err(format!("{} takes one matrix per buffer and one --feat; `sparsec bench` sweeps over several", self.command));
+        }
+        Ok(())
+    }
 }
 
 /// Loads the program, with the time it took.
@@ -120,7 +156,7 @@ fn bind(a: &RunArgs, stage1: &sparsec::ir::Func) -> Result<(sparsec::ir::data::A
         scalars: a.scalars.clone(),
         block: a.block,
         seed: a.seed,
-        ..matrix_spec(a.matrices.iter().chain(&a.tensors).cloned().collect(), a.feat)
+        ..matrix_spec(a.matrices.iter().chain(&a.tensors).cloned().collect(), a.feat.first().copied())
     };
     Ok((driver::bind_run(stage1, &spec)?, start.elapsed()))
 }
@@ -131,12 +167,14 @@ pub(crate) fn setup_data(a: &RunArgs) -> Result<Data, Box<dyn std::error::Error>
     if a.schedule.is_some() || a.auto.is_some() || a.stage.is_some() || a.output.is_some() {
         return Err(format!("{} chooses the schedule and writes no outputs: drop --schedule, --auto, --stage and --output", a.command).into());
     }
+    a.one_case()?;
     let (loaded, stage1, _) = load(a)?;
     let (args, _) = bind(a, &stage1)?;
     Ok(Data { loaded, stage1, args })
 }
 
-fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
+pub(crate) fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
+    a.one_case()?;
     let (loaded, stage1, parsed) = load(a)?;
     let mut times = vec![("parse + verify", parsed)];
     let default =
@@ -235,78 +273,6 @@ fn assembled_arrays(f: &sparsec::ir::Func, b: sparsec::ir::BufferId) -> Vec<usiz
     axes.iter().filter(|&&a| f.axes[a].pattern.is_some()).flat_map(|&a| [f.axes[a].indptr, f.axes[a].indices]).flatten().collect()
 }
 
-/// Arguments of `sparsec bench`: those of `run`, and how often to run.
-#[derive(clap::Args)]
-pub struct BenchArgs {
-    #[command(flatten)]
-    run: RunArgs,
-    /// Timed runs.
-    #[arg(long, default_value_t = 10)]
-    repeat: usize,
-    /// Untimed runs first.
-    #[arg(long, default_value_t = 1)]
-    warmup: usize,
-    /// Print one JSON object instead of the table.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `sparsec bench`: sets up and compiles once, runs `--warmup` times untimed and `--repeat`
-/// times timed, and prints each step's time and the runs' minimum, median and maximum.
-pub fn bench(mut b: BenchArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
-    if b.repeat == 0 {
-        return Err("bench: --repeat must be at least 1".into());
-    }
-    if b.run.output.is_some() {
-        return Err("bench writes no outputs: use `sparsec run --output` for them".into());
-    }
-    b.run.command = "bench";
-    let s = setup(&b.run)?;
-    let runner = backends::runner(b.run.backend)?;
-    let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.func, &s.lowered, &s.plan, &s.args, b.run.checked)?;
-    for _ in 0..b.warmup {
-        prepared.run()?;
-    }
-    let mut runs = Vec::with_capacity(b.repeat);
-    for _ in 0..b.repeat {
-        let start = Instant::now();
-        prepared.run()?;
-        runs.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    runs.sort_by(f64::total_cmp);
-    let median = if runs.len() % 2 == 1 { runs[runs.len() / 2] } else { (runs[runs.len() / 2 - 1] + runs[runs.len() / 2]) / 2.0 };
-    let mut steps: Vec<(&str, f64)> = s.times.iter().map(|(k, t)| (*k, t.as_secs_f64() * 1e3)).collect();
-    steps.push(("check arguments", prepared.check_time.as_secs_f64() * 1e3));
-    steps.push(("compile", prepared.compile_time.as_secs_f64() * 1e3));
-    let backend = backend_name(b.run.backend);
-    let (min, max) = (runs[0], runs[runs.len() - 1]);
-    if b.json {
-        let mut obj = serde_json::Map::new();
-        obj.insert("function".into(), s.stage1.name.clone().into());
-        obj.insert("backend".into(), backend.clone().into());
-        obj.insert("stage".into(), s.lowered.stage.to_string().into());
-        let step_obj: serde_json::Map<String, serde_json::Value> = steps.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
-        obj.insert("steps_ms".into(), step_obj.into());
-        obj.insert("runs_ms".into(), runs.clone().into());
-        obj.insert("min_ms".into(), min.into());
-        obj.insert("median_ms".into(), median.into());
-        obj.insert("max_ms".into(), max.into());
-        writeln!(out_text, "{}", serde_json::Value::Object(obj))?;
-        return Ok(());
-    }
-    writeln!(
-        out_text,
-        "bench {} on {backend} (Stage {}): {} runs after {} warm-up",
-        s.stage1.name, s.lowered.stage, b.repeat, b.warmup
-    )?;
-    for (k, v) in &steps {
-        writeln!(out_text, "  {k:<18} {v:>10.3} ms")?;
-    }
-    writeln!(out_text, "  {:<18} min {min:.4} ms  median {median:.4} ms  max {max:.4} ms", "run")?;
-    writeln!(out_text, "  (a run: arguments in, the kernels, results out)")?;
-    Ok(())
-}
-
 /// What `run` binds for `--matrix` and `--feat` alone, every other input from the default
 /// seed; `gpu-report --matrix` binds its data with it.
 pub(crate) fn matrix_spec(matrices: Vec<(String, PathBuf)>, feat: Option<i64>) -> RunSpec {
@@ -314,7 +280,7 @@ pub(crate) fn matrix_spec(matrices: Vec<(String, PathBuf)>, feat: Option<i64>) -
 }
 
 /// The `--backend` spelling of `b`.
-fn backend_name(b: Backend) -> String {
+pub(crate) fn backend_name(b: Backend) -> String {
     b.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
 }
 
@@ -324,7 +290,7 @@ fn checksum(a: &Array) -> (f64, f64) {
 }
 
 /// The shape of a buffer over dense-fixed axes only, from the scalar arguments.
-fn dense_shape(func: &sparsec::ir::Func, b: sparsec::ir::BufferId, out: &sparsec::ir::data::Args) -> Option<Vec<u64>> {
+pub(crate) fn dense_shape(func: &sparsec::ir::Func, b: sparsec::ir::BufferId, out: &sparsec::ir::data::Args) -> Option<Vec<u64>> {
     let Layout::Sparse(axes) = &func.buffers[b].layout else { return None };
     axes.iter()
         .map(|&a| {

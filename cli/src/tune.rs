@@ -8,7 +8,6 @@ use sparsec::driver::{self, AutoSchedule, Plan};
 use sparsec::ir::Stage;
 use sparsec::schedule::auto::CpuTuning;
 use std::fmt::Write as _;
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -154,14 +153,13 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         Ok(fastest)
     };
     let all = candidates(a.order_seed);
-    let progress = std::io::stderr().is_terminal();
+    let bar = crate::bench::progress("tune", all.len());
     for (k, tuning) in all.iter().copied().enumerate() {
         if k > 0 && start.elapsed() >= budget {
             break;
         }
-        if progress {
-            eprint!("\rtune: {k}/{} candidates, {:.0} of {:.0} s ", all.len(), start.elapsed().as_secs_f64(), a.budget);
-        }
+        bar.set_position(k as u64);
+        bar.set_message(format!("{:.0} of {:.0} s", start.elapsed().as_secs_f64(), a.budget));
         let trace = Plan::Auto(AutoSchedule::CpuTuned(tuning)).trace(&s.stage1)?;
         // Lowered by replaying the trace: what is measured is what `--schedule` replays.
         let lowered = driver::lower_with(&s.stage1, &Plan::Trace(trace.clone()))?
@@ -199,9 +197,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
             leaders[j] = (i, trace, prepared);
         }
     }
-    if progress {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     // The leaders again, in interleaved rounds (the machine's speed drifts): these times rank.
     let mut final_ms = vec![f64::INFINITY; leaders.len()];
     for _ in 0..ROUNDS {

@@ -662,7 +662,8 @@ fn einsum_writes_a_program_that_runs_like_the_corpus() {
 }
 
 /// `sparsec bench` compiles once and times the runs: every step appears, the statistics are
-/// ordered and count `--repeat` runs, on the interpreter and on mlir-cpu; misuse is refused.
+/// ordered and count `--repeat` runs per round, on the interpreter and on mlir-cpu; misuse is
+/// refused.
 #[test]
 fn bench_times_each_step_and_the_runs() {
     let dir = tmp("bench");
@@ -673,18 +674,127 @@ fn bench_times_each_step_and_the_runs() {
         assert!(o.status.success(), "{backend}: {}", stderr(&o));
         let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
         assert_eq!(v["backend"], backend);
-        assert_eq!(v["runs_ms"].as_array().map(Vec::len), Some(5), "{v}");
+        // --repeat runs in each of the 3 default rounds.
+        assert_eq!(v["runs_ms"].as_array().map(Vec::len), Some(15), "{v}");
         let (min, med, max) = (v["min_ms"].as_f64().unwrap(), v["median_ms"].as_f64().unwrap(), v["max_ms"].as_f64().unwrap());
         assert!(0.0 < min && min <= med && med <= max, "{v}");
         for step in ["parse + verify", "bind inputs", "schedule + lower", "check arguments", "compile"] {
             assert!(v["steps_ms"][step].as_f64().is_some_and(|t| t >= 0.0), "{step}: {v}");
         }
     }
-    let o = sparsec(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "2"]);
-    assert!(o.status.success() && stdout(&o).contains("bench csrmm on interp (Stage I): 2 runs after 1 warm-up"), "{}", stdout(&o));
+    let o = sparsec(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "2", "--rounds", "1"]);
+    assert!(o.status.success() && stdout(&o).contains("bench csrmm on interp (Stage I): 1 rounds of 2 runs after 1 warm-up"), "{}", stdout(&o));
     assert!(stdout(&o).contains("  run                min "), "{}", stdout(&o));
-    fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "0"], &["--repeat must be at least 1"]);
+    fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--repeat", "0"], &["--repeat and --rounds must be at least 1"]);
     fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--stage", "all"], &["bench takes one stage"]);
+}
+
+/// The `fill` and `height` of every `<rect>` in an SVG.
+fn svg_rects(svg: &str) -> Vec<(String, f64)> {
+    let attr = |r: &str, k: &str| r.split(&format!(" {k}=\"")).nth(1).and_then(|x| x.split('"').next()).map(str::to_string);
+    svg.split("<rect").skip(1).filter_map(|r| Some((attr(r, "fill")?, attr(r, "height")?.parse().ok()?))).collect()
+}
+
+/// `sparsec bench` sweeps: two matrices for one buffer × two feature widths × two schedules
+/// make eight cases, each in the table, the CSV and the JSON lines, compiled once and timed
+/// in rounds; on mlir-cpu a run splits into upload, kernel and read-back; the plot is an SVG
+/// with a bar per case in each schedule's colour, taller for slower kernels, and a legend.
+/// `run` refuses a sweep; an unknown schedule is refused.
+#[test]
+fn bench_sweeps_matrices_widths_and_schedules() {
+    let dir = tmp("benchsweep");
+    let a = small_matrix(&dir);
+    let b = dir.join("wide.mtx");
+    let mut text = String::from("%%MatrixMarket matrix coordinate real general\n40 40 400\n");
+    for i in 1..=40 {
+        for j in 1..=10 {
+            text.push_str(&format!("{i} {} {}.5\n", (i * 7 + j * 3) % 40 + 1, j));
+        }
+    }
+    std::fs::write(&b, text).unwrap();
+    let (ma, mb) = (format!("A={}", a.display()), format!("A={}", b.display()));
+    let (csv, svg) = (dir.join("t.csv"), dir.join("t.svg"));
+    let base = ["bench", "tests/workloads/csrmm.sptir", "--matrix", &ma, "--matrix", &mb, "--feat", "4", "--feat", "64", "--backend", "mlir-cpu"];
+    let sweep = ["--auto", "cpu", "--sweep-schedule", "plain", "--repeat", "3", "--rounds", "2"];
+    let files = ["--csv", csv.to_str().unwrap(), "--plot", svg.to_str().unwrap()];
+    let o = sparsec(&[&base[..], &sweep[..], &files[..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    for case in ["a feat 4 auto-cpu", "a feat 64 plain", "wide feat 4 plain", "wide feat 64 auto-cpu"] {
+        assert!(table.lines().any(|l| l.starts_with(case)), "{case}: {table}");
+    }
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(csv.lines().next().unwrap(), "function,backend,data,schedule,min_ms,median_ms,max_ms,kernel_min_ms,upload_ms,kernel_ms,read_back_ms,symbolic_ms");
+    assert_eq!(rows.len(), 8, "{csv}");
+    let num = |r: &Vec<&str>, i: usize| r[i].parse::<f64>().unwrap();
+    for r in &rows {
+        assert_eq!((r[0], r[1]), ("csrmm", "mlir-cpu"));
+        assert!(0.0 < num(r, 4) && num(r, 4) <= num(r, 5) && num(r, 5) <= num(r, 6), "{r:?}");
+        // The kernel is part of the run; so are the other parts (no symbolic phase here).
+        assert!(0.0 < num(r, 7) && num(r, 7) <= num(r, 4) && num(r, 7) <= num(r, 9), "{r:?}");
+        assert!(num(r, 8) >= 0.0 && num(r, 10) >= 0.0 && num(r, 11) == 0.0, "{r:?}");
+        assert!(num(r, 8) + num(r, 9) + num(r, 10) <= num(r, 6) * 1.01 + 1e-3, "{r:?}");
+    }
+    let schedules: Vec<&str> = rows.iter().map(|r| r[3]).collect();
+    assert_eq!(schedules, ["auto-cpu", "plain"].repeat(4));
+    // The chart: four bars per schedule (and its legend swatch), heights ordered as the times.
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("sparsec auto-cpu") && svg.contains("sparsec plain") && svg.contains("wide feat 64"), "{svg}");
+    let rects = svg_rects(&svg);
+    for (series, colour) in [("auto-cpu", "#1F77B4"), ("plain", "#FF7F0E")] {
+        let bars: Vec<f64> = rects.iter().filter(|(f, _)| f == colour).map(|r| r.1).collect();
+        assert_eq!(bars.len(), 5, "{series}: {rects:?}");
+        let times: Vec<f64> = rows.iter().filter(|r| r[3] == series).map(|r| num(r, 7)).collect();
+        for i in 0..4 {
+            for j in 0..4 {
+                if times[i] < times[j] {
+                    assert!(bars[i] <= bars[j], "{series}: times {times:?}, bars {bars:?}");
+                }
+            }
+        }
+    }
+    let o = sparsec(&[&base[..], &["--repeat", "1", "--rounds", "1", "--json"][..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[3]["data"], "wide feat 64");
+    fails_with(&["run", "tests/workloads/csrmm.sptir", "--matrix", &ma, "--matrix", &mb, "--feat", "4"], &["run takes one matrix per buffer and one --feat", "sparsec bench"]);
+    fails_with(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &ma, "--feat", "4", "--feat", "8", "--backend", "mlir-cpu"], &["tune takes one matrix per buffer"]);
+    fails_with(&[&base[..], &["--sweep-schedule", "fastest"][..]].concat(), &["--sweep-schedule `fastest`"]);
+}
+
+/// `bench --compare` times a peer library on the program's own operands in the same rounds,
+/// once its result and the program's both equal an f64 reference: scipy for SpMM and SpMV,
+/// numpy for SDDMM. A program that only looks like SpMM (it doubles the product) is refused
+/// by its numbers; a peer that does not compute the operation, and a program no peer
+/// computes, are refused with the reason.
+#[test]
+fn bench_compares_with_peers_on_the_same_operands() {
+    let dir = tmp("benchpeer");
+    let a = small_matrix(&dir);
+    let mat = format!("A={}", a.display());
+    let quick = ["--repeat", "2", "--rounds", "2", "--json"];
+    for (file, buffer, peer, feat) in [("tests/workloads/csrmm.sptir", "A", "scipy", Some("8")), ("examples/spmv.sptir", "A", "scipy", None), ("tests/workloads/sddmm.sptir", "C", "numpy", Some("8"))] {
+        let m = format!("{buffer}={}", a.display());
+        let mut args = vec!["bench", file, "--matrix", &m, "--backend", "mlir-cpu", "--compare", peer];
+        if let Some(f) = feat {
+            args.extend(["--feat", f]);
+        }
+        args.extend(quick);
+        let o = sparsec(&args);
+        assert!(o.status.success(), "{file}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert!(v["peers_min_ms"][peer].as_f64().is_some_and(|t| t > 0.0), "{file}: {v}");
+    }
+    let o = sparsec(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--compare", "scipy", "--repeat", "1", "--rounds", "1"]);
+    assert!(o.status.success() && stdout(&o).contains("kernel / scipy = ") && stdout(&o).contains("equal an f64 reference"), "{}", stdout(&o));
+    let doubled = dir.join("doubled.sptir");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/workloads/csrmm.sptir")).unwrap().replace("A[i, j] * B[j, k]", "A[i, j] * B[j, k] * 2.0");
+    std::fs::write(&doubled, text).unwrap();
+    fails_with(&["bench", doubled.to_str().unwrap(), "--matrix", &mat, "--feat", "8", "--compare", "scipy"], &["--compare: `csrmm` (its output `C`) does not compute spmm on these data"]);
+    fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--compare", "numpy"], &["--compare numpy: it does not compute spmm"]);
+    fails_with(&["bench", "tests/workloads/csr_element_wise.sptir", "--matrix", &mat, "--compare", "scipy"], &["is not an operation a peer computes"]);
 }
 
 /// A decomposed program runs from the matrix alone: `examples/hyb.sptir` binds its buckets

@@ -137,3 +137,23 @@ impl Args {
         self
     }
 }
+
+/// Where one run of compiled code spent its time (what `sparsec bench` breaks a run into).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RunTimes {
+    /// Arguments into the backend's form: copies, conversions, uploads to a device.
+    pub upload: std::time::Duration,
+    /// The kernels, until they finished.
+    pub kernel: std::time::Duration,
+    /// Results back into arrays.
+    pub download: std::time::Duration,
+    /// A sparse output's symbolic phase: counting, prefix sums, allocation, coordinates.
+    pub symbolic: std::time::Duration,
+}
+
+impl RunTimes {
+    /// The whole run.
+    pub fn total(&self) -> std::time::Duration {
+        self.upload + self.kernel + self.download + self.symbolic
+    }
+}
