@@ -48,6 +48,10 @@ enum Cmd {
         /// instead of the stages; repeatable. `sparsec passes` lists the passes.
         #[arg(long, value_name = "NAME")]
         print_after: Vec<String>,
+        /// Prints the first stage (or dump) whole and each later one as a unified diff from
+        /// the one before it.
+        #[arg(long)]
+        diff: bool,
     },
     /// Write the Stage-I program of an expression in TACO's index notation, e.g.
     /// `sparsec einsum "C(i,k) = A(i,j) * B(j,k)" --format A=csr`: an index missing on the
@@ -193,6 +197,25 @@ enum Emit {
     Wgsl,
     /// The CUDA C++ source CubeCL compiles the kernels to.
     Cuda,
+}
+
+/// Prints `dumps` (header, text) to `out`, with `# ===== header =====` lines when `headers`;
+/// with `diff`, every dump after the first as a unified diff from the one before.
+fn print_dumps(dumps: &[(String, String)], headers: bool, diff: bool, out: &mut String) {
+    for (k, (header, text)) in dumps.iter().enumerate() {
+        if headers {
+            out.push_str(&format!("# ===== {header} =====\n"));
+        }
+        match k.checked_sub(1).filter(|_| diff) {
+            None => out.push_str(text),
+            Some(prev) => {
+                let (before, after) = (&dumps[prev], header);
+                let d = similar::TextDiff::from_lines(before.1.as_str(), text.as_str());
+                let body = d.unified_diff().context_radius(2).header(&before.0, after).to_string();
+                out.push_str(if body.is_empty() { "# (unchanged)\n" } else { &body });
+            }
+        }
+    }
 }
 
 mod backends;
@@ -422,17 +445,17 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 out.push_str(&backends::emit(&lowered, emit, &chip)?);
             }
         }
-        Cmd::Lower { file, stage, target, print_after, .. } => {
+        Cmd::Lower { file, stage, target, print_after, diff, .. } => {
             let loaded = driver::load(&file)?;
             let (funcs, plan) = target.resolve(&loaded, None)?;
             for f in funcs {
+                // (header, text) of each dump, printed whole or as diffs.
+                let mut dumps: Vec<(String, String)> = Vec::new();
                 if !print_after.is_empty() {
                     let mut ran = Vec::new();
-                    let mut dumps = String::new();
                     driver::lower_observed(f, &plan, &mut |name, g| {
                         if print_after.iter().any(|p| p == "all" || p == name) {
-                            dumps.push_str(&format!("# ===== after {name} (step {}): {} =====\n", ran.len() + 1, g.name));
-                            dumps.push_str(&text::print_func(g));
+                            dumps.push((format!("after {name} (step {}): {}", ran.len() + 1, g.name), text::print_func(g)));
                         }
                         ran.push(name.to_string());
                     })?;
@@ -440,7 +463,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                         ran.dedup();
                         return Err(format!("--print-after {p}: no pass or step of that name ran (ran: {})", ran.join(", ")).into());
                     }
-                    out.push_str(&dumps);
+                    print_dumps(&dumps, true, diff, out);
                     continue;
                 }
                 let lowered = driver::lower_with(f, &plan)?;
@@ -448,11 +471,9 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 wanted.sort();
                 wanted.dedup();
                 for g in lowered.iter().filter(|g| wanted.contains(&g.stage)) {
-                    if wanted.len() > 1 {
-                        writeln!(out, "# ===== Stage {}: {} =====", g.stage, g.name)?;
-                    }
-                    out.push_str(&text::print_func(g));
+                    dumps.push((format!("Stage {}: {}", g.stage, g.name), text::print_func(g)));
                 }
+                print_dumps(&dumps, wanted.len() > 1, diff, out);
                 if let Some(missing) = wanted.iter().find(|s| !lowered.iter().any(|g| g.stage == **s)) {
                     return Err(DriverError::CannotRaise { func: f.name.clone(), at: f.stage, want: *missing }.into());
                 }

@@ -868,6 +868,55 @@ fn small_matrix(dir: &std::path::Path) -> PathBuf {
     a
 }
 
+/// Applies a unified diff (`--- `/`+++ ` headers, `@@ -a,b +c,d @@` hunks) to `old`.
+fn apply_unified(old: &str, diff: &str) -> String {
+    let old: Vec<&str> = old.lines().collect();
+    let (mut out, mut at) = (Vec::new(), 0usize);
+    for line in diff.lines().filter(|l| !l.starts_with("--- ") && !l.starts_with("+++ ")) {
+        if let Some(h) = line.strip_prefix("@@ -") {
+            let start: usize = h.split([',', ' ']).next().unwrap().parse().unwrap();
+            // `-0,0` (an empty old side) starts before line 1.
+            let start = start.max(1) - 1;
+            out.extend_from_slice(&old[at..start]);
+            at = start;
+        } else if let Some(l) = line.strip_prefix('+') {
+            out.push(l);
+        } else if let Some(l) = line.strip_prefix('-') {
+            assert_eq!(old[at], l, "the diff removes a line the old text does not have");
+            at += 1;
+        } else if let Some(l) = line.strip_prefix(' ') {
+            assert_eq!(old[at], l, "a context line differs");
+            out.push(l);
+            at += 1;
+        }
+    }
+    out.extend_from_slice(&old[at..]);
+    out.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// `lower --diff` prints the first stage whole and each later one as a unified diff from the
+/// one before: applying the diffs in turn gives exactly the stages `lower` prints alone; with
+/// `--print-after all` each pass's dump is a diff from the previous dump.
+#[test]
+fn lower_diffs_each_stage_against_the_one_before() {
+    let whole = |st: &str| stdout(&sparsec(&["lower", "tests/workloads/csrmm.sptir", "--auto", "cpu", "--stage", st]));
+    let o = sparsec(&["lower", "tests/workloads/csrmm.sptir", "--auto", "cpu", "--stage", "all", "--diff"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let parts: Vec<&str> = text.split("# ===== ").skip(1).map(|p| p.split_once("=====\n").unwrap().1).collect();
+    assert_eq!(parts.len(), 3, "{text}");
+    assert_eq!(parts[0], whole("1"));
+    assert!(parts[1].starts_with("--- Stage I: csrmm\n+++ Stage II: csrmm\n@@ "), "{}", parts[1]);
+    let two = apply_unified(parts[0], parts[1]);
+    assert_eq!(two, whole("2"));
+    assert_eq!(apply_unified(&two, parts[2]), whole("3"));
+    let o = sparsec(&["lower", "tests/workloads/csrmm.sptir", "--auto", "cpu", "--print-after", "all", "--diff"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let dumps: Vec<&str> = text.split("# ===== after ").skip(1).collect();
+    assert!(dumps.len() > 3 && dumps[1..].iter().all(|d| d.contains("\n--- after ") || d.contains("# (unchanged)")), "{text}");
+}
+
 /// `lower --stage` takes a list: each stage named is printed once, in order, with a header.
 #[test]
 fn lower_prints_the_stages_named() {
