@@ -12,7 +12,7 @@
 use crate::abi::{signature, AbiParam, ArgKind};
 use crate::context::{new_context, run_pipeline, verify};
 use crate::error::{MlirError, Result};
-use crate::translate::{Target, Tr, Val};
+use crate::translate::{Source, Target, Tr, Val};
 use melior::ir::attribute::IntegerAttribute;
 use melior::ir::operation::OperationMutLike;
 use melior::ir::r#type::IntegerType;
@@ -240,7 +240,7 @@ fn module_name(func: &Func) -> String {
 }
 
 /// Builds and verifies the GPU module of a Stage-III function.
-pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<GpuModule<'c>> {
+pub(crate) fn gpu_module<'c, 'f>(ctx: &'c Context, func: &'f Func, source: Option<&'f Source>) -> Result<GpuModule<'c>> {
     check_stage(func)?;
     let sig = signature(func)?;
     let specs = kernel_specs(func)?;
@@ -263,6 +263,7 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<GpuModule<
     for (k, spec) in specs.iter().enumerate() {
         read_only.push((kernel_name(func, k), read_only_pointer_args(func, &sig, spec.stmts, &allocs)));
         let mut tr = Tr::new(ctx, func, Target::Gpu);
+        tr.source = source;
         let region = tr.region(&inputs, |t, b, args| {
             let mut ids: [Option<Val<'c>>; 6] = [None; 6];
             for (i, tag) in ThreadTag::ALL.iter().enumerate() {
@@ -303,6 +304,7 @@ pub(crate) fn gpu_module<'c>(ctx: &'c Context, func: &Func) -> Result<GpuModule<
 
     // Host function.
     let mut host = Tr::new(ctx, func, Target::Cpu { parallel: false });
+    host.source = source;
     let host_inputs: Vec<Type<'c>> = inputs[..param_count].to_vec();
     let region = host.region(&host_inputs, |t, b, args| {
         bind_params(t, func, &args)?;
@@ -500,8 +502,19 @@ pub fn gpu_plan(func: &Func) -> Result<GpuPlan> {
 /// mapping). The module is verified.
 pub fn emit_mlir(func: &Func) -> Result<String> {
     let ctx = new_context();
-    let module = gpu_module(&ctx, func)?.module;
+    let module = gpu_module(&ctx, func, None)?.module;
     Ok(module.as_operation().to_string())
+}
+
+/// [`emit_mlir`] with locations: each operation made for a statement of `func` carries that
+/// statement's place in `source` (`loc("file.sptir":line:col)`), printed in MLIR's pretty
+/// debug form (`#loc` aliases at the end).
+pub fn emit_mlir_located(func: &Func, source: &Source) -> Result<String> {
+    let ctx = new_context();
+    let module = gpu_module(&ctx, func, Some(source))?.module;
+    let flags = melior::ir::operation::OperationPrintingFlags::new().enable_debug_info(true, false);
+    use melior::ir::operation::OperationLike as _;
+    module.as_operation().to_string_with_flags(flags).map_err(MlirError::internal)
 }
 
 /// The width of the kernels' `index` type for `func`: 32 when every integer of the function
@@ -549,7 +562,7 @@ pub fn emit_ptx(func: &Func, chip: &str) -> Result<String> {
         return Err(MlirError::unsupported(format!("chip `{chip}` (expected sm_80, sm_90, ...)")));
     }
     let ctx = new_context();
-    let GpuModule { mut module, read_only } = gpu_module(&ctx, func)?;
+    let GpuModule { mut module, read_only } = gpu_module(&ctx, func, None)?;
     let [to_llvm, to_ptx] = ptx_pipelines(chip, index_bits(func));
     run_pipeline(&ctx, &mut module, &to_llvm)?;
     mark_read_only_args(&ctx, &module, &read_only)?;

@@ -50,11 +50,23 @@ pub(crate) enum Target {
 /// Dynamic extent of a memref dimension (`ShapedType::kDynamic`).
 pub(crate) const DYNAMIC: i64 = i64::MIN;
 
+/// The `.sptir` text a function was parsed from: its statements' spans become MLIR
+/// locations (`file:line:col`).
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The file's name, as locations show it.
+    pub name: String,
+    /// The whole text.
+    pub text: String,
+}
+
 /// Translator state for one function body.
 pub(crate) struct Tr<'c, 'f> {
     pub ctx: &'c Context,
     pub func: &'f Func,
     pub loc: Location<'c>,
+    /// Where the function's spans point, if known.
+    pub source: Option<&'f Source>,
     pub target: Target,
     vars: Vec<Option<Val<'c>>>,
     bufs: Vec<Option<Val<'c>>>,
@@ -147,6 +159,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             ctx,
             func,
             loc: Location::unknown(ctx),
+            source: None,
             target,
             vars: vec![None; func.vars.len()],
             bufs: vec![None; func.buffers.len()],
@@ -965,6 +978,18 @@ impl<'c, 'f> Tr<'c, 'f> {
     }
 
     fn stmt(&mut self, b: &Block<'c>, s: &'f Stmt) -> Result<()> {
+        // The operations of a statement with a span carry its place in the source.
+        let outer = self.loc;
+        if let Some(src) = self.source.filter(|_| s.span.is_known()) {
+            let at = sparsec_ir::span::SourceFile::new(&src.name, &src.text).location(s.span.start as usize);
+            self.loc = Location::new(self.ctx, &src.name, at.line, at.col);
+        }
+        let done = self.stmt_kind(b, s);
+        self.loc = outer;
+        done
+    }
+
+    fn stmt_kind(&mut self, b: &Block<'c>, s: &'f Stmt) -> Result<()> {
         match &s.kind {
             StmtKind::Store { buffer, indices, value } => {
                 let v = self.expr(b, value)?;

@@ -59,13 +59,17 @@ fn missing(feature: &str) -> Box<dyn std::error::Error> {
     format!("this sparsec was built without the `{feature}` feature{how}").into()
 }
 
-/// The text of `f` (Stage III) in the form `emit` names.
-pub fn emit(f: &Func, emit: Emit, chip: &str) -> Result<String> {
-    let _ = chip;
+/// The text of `f` (Stage III) in the form `emit` names; MLIR carries the locations of
+/// `source`'s statements where given.
+pub fn emit(f: &Func, emit: Emit, chip: &str, source: Option<&driver::Loaded>) -> Result<String> {
+    let _ = (chip, source);
     match emit {
         Emit::Sptir => Ok(sparsec::ir::text::print_func(f)),
         #[cfg(feature = "mlir")]
-        Emit::Mlir => Ok(sparsec_backend_mlir::emit_mlir(f)?),
+        Emit::Mlir => Ok(match source {
+            Some(l) => sparsec_backend_mlir::emit_mlir_located(f, &sparsec_backend_mlir::Source { name: l.name.clone(), text: l.text.clone() })?,
+            None => sparsec_backend_mlir::emit_mlir(f)?,
+        }),
         #[cfg(feature = "mlir")]
         Emit::Ptx => Ok(sparsec_backend_mlir::emit_ptx(f, chip)?),
         #[cfg(not(feature = "mlir"))]

@@ -429,7 +429,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             let (funcs, plan) = target.resolve(&loaded, Some(backends::Auto::Gpu))?;
             for f in funcs {
                 let lowered = backends::stage_iii(f, &plan)?;
-                let ptx = backends::emit(&lowered, Emit::Ptx, &chip)?;
+                let ptx = backends::emit(&lowered, Emit::Ptx, &chip, None)?;
                 match &matrix {
                     Some(m) => gpu_report_estimated(f, &lowered, &ptx, &chip, &Data { matrix: m, feat, peer }, out)?,
                     None => out.push_str(&gpu_report(&f.name, &ptx, &chip, &BTreeMap::new())?.0),
@@ -442,7 +442,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
             let (funcs, plan) = target.resolve(&loaded, Some(backends::Auto::Gpu))?;
             for f in funcs {
                 let lowered = backends::stage_iii(f, &plan)?;
-                out.push_str(&backends::emit(&lowered, emit, &chip)?);
+                out.push_str(&backends::emit(&lowered, emit, &chip, Some(&loaded))?);
             }
         }
         Cmd::Lower { file, stage, target, print_after, diff, .. } => {

@@ -973,6 +973,19 @@ pub fn walk_stmts(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     }
 }
 
+/// Gives `span` to every statement of `stmts`, recursively, that has none: what a pass made
+/// from one source statement points at it.
+pub fn fill_spans(stmts: &mut [Stmt], span: Span) {
+    for s in stmts {
+        if !s.span.is_known() {
+            s.span = span;
+        }
+        for child in s.kind.child_lists_mut() {
+            fill_spans(child, span);
+        }
+    }
+}
+
 /// Applies `f` to every expression of `stmts` and of their nested statements.
 pub fn map_exprs_deep(stmts: &mut [Stmt], f: &mut impl FnMut(Expr) -> Expr) {
     for s in stmts {

@@ -157,7 +157,9 @@ impl<'a> Lowerer<'a> {
         let push = |out: &mut Vec<Stmt>, kind| out.push(Stmt { kind, span });
         match &s.kind {
             StmtKind::SpIter(it) => {
-                let lowered = self.sp_iter(it)?;
+                let mut lowered = self.sp_iter(it)?;
+                // The loops and blocks made for the iteration point at it.
+                sparsec_ir::fill_spans(&mut lowered, span);
                 out.extend(lowered);
             }
             StmtKind::Store { buffer, indices, value } => {
