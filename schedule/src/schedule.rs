@@ -13,7 +13,7 @@ type Result<T> = std::result::Result<T, ScheduleError>;
 macro_rules! rv_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(transparent)]
         pub struct $name(pub(crate) u32);
 

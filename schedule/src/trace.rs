@@ -157,3 +157,61 @@ pub(crate) mod scope_name {
             .ok_or_else(|| D::Error::custom(format!("unknown scope `{name}` (expected global, shared or local)")))
     }
 }
+
+/// The schema of a thread tag: its CUDA name.
+pub(crate) fn tag_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = sparsec_ir::ThreadTag::ALL.iter().map(|t| t.name()).collect();
+    schemars::json_schema!({"type": "string", "enum": names})
+}
+
+/// The schema of a memory scope: its `.sptir` keyword.
+pub(crate) fn scope_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["global", "shared", "local"]})
+}
+
+/// The schema of an annotation's value.
+pub(crate) fn attr_value_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["boolean", "integer", "number", "string"]})
+}
+
+impl Trace {
+    /// The JSON schema of a trace (checked in as `docs/trace.schema.json`): an object with
+    /// `insts`, each an instruction — `op`, the primitive's arguments (described by their Rust
+    /// documentation) and `outputs`.
+    pub fn json_schema() -> serde_json::Value {
+        use serde_json::{json, Value};
+        let mut step = Value::from(schemars::schema_for!(Step));
+        let outputs = json!({
+            "description": "The ids of the references the primitive returned, in order (omitted when it returns none).",
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0}
+        });
+        let defs = step.get_mut("$defs").map(Value::take).unwrap_or_else(|| json!({}));
+        let mut variants = step.get_mut("oneOf").map(Value::take).unwrap_or_else(|| json!([]));
+        for v in variants.as_array_mut().into_iter().flatten() {
+            if let Some(props) = v.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert("outputs".into(), outputs.clone());
+            }
+            // "[`Schedule::split`]." -> "Schedule::split", the method documenting the primitive.
+            if let Some(Value::String(d)) = v.get_mut("description") {
+                *d = format!("The primitive {}; see docs/trace-format.md.", d.trim_end_matches('.').trim_matches(['[', ']', '`']));
+            }
+        }
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "sparsec schedule trace",
+            "description": "A schedule's primitives in order, replayed by `sparsec lower|run --schedule` (docs/trace-format.md).",
+            "type": "object",
+            "properties": {
+                "insts": {
+                    "description": "The instructions, in order.",
+                    "type": "array",
+                    "items": {"oneOf": variants}
+                }
+            },
+            "required": ["insts"],
+            "additionalProperties": false,
+            "$defs": defs
+        })
+    }
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fails, sched2, stage2};
+use common::{fails, sched1, sched2, stage2};
 use proptest::prelude::*;
 use sparsec_ir::{AttrValue, ThreadTag};
 use sparsec_schedule::primitives::{Bind, Split};
@@ -247,10 +247,97 @@ proptest! {
         }
     }
 
-    /// Any trace value round trips through JSON.
+    /// Any trace value round trips through JSON, and its JSON follows the schema.
     #[test]
     fn traces_round_trip_through_json(t in trace()) {
         let back = Trace::from_json(&t.to_json()).unwrap();
-        prop_assert_eq!(back, t);
+        prop_assert_eq!(&back, &t);
+        let v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+        prop_assert!(schema().is_valid(&v), "{}", t.to_json());
+    }
+}
+
+
+/// The checked-in schema, compiled once.
+fn schema() -> &'static jsonschema::Validator {
+    static V: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/trace.schema.json")).unwrap();
+        jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
+    })
+}
+
+/// `docs/trace.schema.json` is what `Trace::json_schema` generates from the primitives'
+/// argument types (`SPARSEC_BLESS=1` rewrites it), so it names every primitive; it
+/// accepts every trace shipped in the project and the default CPU and GPU schedules of every
+/// corpus workload, and refuses what the reader refuses: an unknown `op` or key, a missing
+/// or mistyped argument, an unknown thread tag or scope, a trace without `insts`.
+#[test]
+fn traces_follow_the_checked_in_json_schema() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/trace.schema.json");
+    let generated = format!("{}\n", serde_json::to_string_pretty(&Trace::json_schema()).unwrap());
+    if std::env::var_os("SPARSEC_BLESS").is_some() {
+        std::fs::write(path, &generated).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(path).unwrap(), generated, "docs/trace.schema.json is stale: rerun with SPARSEC_BLESS=1");
+    let generated_schema = Trace::json_schema();
+    let ops: Vec<&str> = generated_schema["properties"]["insts"]["items"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["properties"]["op"]["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops.len(), 30, "{ops:?}");
+    assert!(ops.contains(&"specialize") && ops.contains(&"partition") && ops.contains(&"cache_accumulate"), "{ops:?}");
+    let valid = |text: &str, what: &str| {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        let errors: Vec<String> = schema().iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{what}: {errors:?}");
+        Trace::from_json(text).unwrap_or_else(|e| panic!("{what}: {e}"));
+    };
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    for file in ["examples/hyb.trace.json", "burn-sparsec/kernels/csrmm.trace.json", "burn-sparsec/kernels/sddmm.trace.json", "burn-sparsec/kernels/bsrmm.trace.json", "burn-sparsec/kernels/csrmm_bias_relu.trace.json"] {
+        valid(&std::fs::read_to_string(format!("{root}/{file}")).unwrap(), file);
+    }
+    let mut checked = 0;
+    for entry in std::fs::read_dir(format!("{root}/tests/workloads")).unwrap() {
+        let name = entry.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned();
+        for gpu in [false, true] {
+            let mut sch = sched1(&name);
+            let done = if gpu { sparsec_schedule::auto::gpu_full(&mut sch, 128) } else { sparsec_schedule::auto::cpu_full(&mut sch) };
+            if done.is_ok() {
+                valid(&sch.trace().to_json(), &format!("{name}, gpu {gpu}"));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} default schedules");
+    // The documentation's example of each primitive decodes and follows the schema.
+    let doc = std::fs::read_to_string(format!("{root}/docs/trace-format.md")).unwrap();
+    let examples = doc.split("## One example per primitive").nth(1).unwrap().split("```json\n").nth(1).unwrap().split("```").next().unwrap();
+    let mut shown: Vec<String> = Vec::new();
+    for line in examples.lines() {
+        let inst: sparsec_schedule::Instruction = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        valid(&format!("{{\"insts\": [{line}]}}"), line);
+        shown.push(inst.step.name().to_string());
+    }
+    shown.sort();
+    let mut all: Vec<String> = ops.iter().map(|s| s.to_string()).collect();
+    all.sort();
+    assert_eq!(shown, all, "docs/trace-format.md shows one example per primitive");
+    // What the reader refuses, the schema refuses.
+    for bad in [
+        r#"{"insts": [{"op": "splot", "loop": 0, "factors": [2]}]}"#,
+        r#"{"insts": [{"op": "split", "loop": 0, "factors": [2], "extra": 1}]}"#,
+        r#"{"insts": [{"op": "split", "factors": [2]}]}"#,
+        r#"{"insts": [{"op": "split", "loop": "0", "factors": [2]}]}"#,
+        r#"{"insts": [{"op": "bind", "loop": 0, "tag": "warp.x"}]}"#,
+        r#"{"insts": [{"op": "set_scope", "buffer": "C", "scope": "texture"}]}"#,
+        r#"{"insts": [{"op": "get_block", "name": "b", "outputs": [-1]}]}"#,
+        r#"{"steps": []}"#,
+    ] {
+        let v: serde_json::Value = serde_json::from_str(bad).unwrap();
+        assert!(!schema().is_valid(&v), "the schema accepts {bad}");
+        assert!(Trace::from_json(bad).is_err(), "the reader accepts {bad}");
     }
 }

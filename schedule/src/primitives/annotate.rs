@@ -9,7 +9,7 @@ use sparsec_ir::AttrValue;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::annotate`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Annotate {
     /// The sparse iteration, block or loop.
@@ -17,6 +17,7 @@ pub struct Annotate {
     /// The key.
     pub key: String,
     /// The value.
+    #[schemars(schema_with = "crate::trace::attr_value_schema")]
     pub value: AttrValue,
 }
 

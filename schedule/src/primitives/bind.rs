@@ -10,13 +10,14 @@ use sparsec_ir::{ForKind, ThreadTag};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::bind`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bind {
     /// The loop.
     pub r#loop: LoopRv,
     /// The thread index, as written in CUDA (`threadIdx.x`).
     #[serde(with = "tag_name")]
+    #[schemars(schema_with = "crate::trace::tag_schema")]
     pub tag: ThreadTag,
 }
 

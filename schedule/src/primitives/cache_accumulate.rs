@@ -23,7 +23,7 @@ use sparsec_ir::Scope;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::cache_accumulate`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheAccumulate {
     /// The block that adds to the buffer.
@@ -32,6 +32,7 @@ pub struct CacheAccumulate {
     pub buffer: String,
     /// The cache's memory scope.
     #[serde(with = "scope_name")]
+    #[schemars(schema_with = "crate::trace::scope_schema")]
     pub scope: Scope,
     /// The loop or block whose body sums into the cache.
     pub at: u32,

@@ -15,7 +15,7 @@ use sparsec_ir::Scope;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::cache_read`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheRead {
     /// The block that reads the buffer.
@@ -24,6 +24,7 @@ pub struct CacheRead {
     pub buffer: String,
     /// The cache's memory scope.
     #[serde(with = "scope_name")]
+    #[schemars(schema_with = "crate::trace::scope_schema")]
     pub scope: Scope,
     /// The loop or block whose body reads through the cache.
     pub at: u32,

@@ -15,7 +15,7 @@ use sparsec_ir::Scope;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::cache_write`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheWrite {
     /// The block that writes the buffer.
@@ -24,6 +24,7 @@ pub struct CacheWrite {
     pub buffer: String,
     /// The cache's memory scope.
     #[serde(with = "scope_name")]
+    #[schemars(schema_with = "crate::trace::scope_schema")]
     pub scope: Scope,
     /// The loop or block whose body writes through the cache.
     pub at: u32,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::compute_at`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComputeAt {
     /// The producer block.

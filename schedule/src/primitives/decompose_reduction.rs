@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::decompose_reduction`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecomposeReduction {
     /// The reduction block.

@@ -51,7 +51,7 @@ macro_rules! primitives {
         $(pub use $op::$T;)*
 
         /// One primitive call with its arguments. References are the ids the trace gave them.
-        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
         pub enum Step {
             $(

@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::rfactor`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rfactor {
     /// The reduction loop factored out.

@@ -11,13 +11,14 @@ use sparsec_ir::Scope;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::set_scope`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetScope {
     /// The allocated buffer.
     pub buffer: String,
     /// Its new memory scope.
     #[serde(with = "scope_name")]
+    #[schemars(schema_with = "crate::trace::scope_schema")]
     pub scope: Scope,
 }
 

@@ -10,7 +10,7 @@ use sparsec_ir::func::{AxisId, Func, SpIterAxis};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::sparse_reorder`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SparseReorder {
     /// The sparse iteration.

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::split`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Split {
     /// The loop.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::unannotate`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Unannotate {
     /// The sparse iteration, block or loop.

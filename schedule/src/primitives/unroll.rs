@@ -9,7 +9,7 @@ use sparsec_ir::ForKind;
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The arguments of [`Schedule::unroll`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Unroll {
     /// The loop.
