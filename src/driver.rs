@@ -126,30 +126,102 @@ pub fn bind_hyb_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result
     Ok(true)
 }
 
-/// Binds the pieces of the BSR and ELL decompositions (`passes::bsr_rule(b)`: buffer
-/// `<X>_bsr_<b>`; `passes::ell_rule(k)`: buffer `<X>_ell_<k>`) from the CSR pattern bound to
-/// `X`, as each rule's run-time half lays it out: blocks of `b × b` (`Csr::to_bsr`), or `k`
-/// slots per row whose padding holds column `n` (one past the matrix, which the rule's
-/// guards skip). The program's preprocess then copies the values. Returns whether the
-/// function has such pieces.
+/// A decomposition rule as its pieces are named (`<X>_<rule>`), with its sizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RulePiece {
+    /// `passes::bsr_rule(b)`.
+    Bsr(usize),
+    /// `passes::ell_rule(k)`.
+    Ell(usize),
+    /// `passes::group_coo_rule(g)`.
+    GroupCoo(usize),
+    /// `passes::block_group_coo_rule(b, g)`.
+    BlockGroupCoo(usize, usize),
+    /// `passes::sr_bcrs_rule(t, g)`.
+    SrBcrs(usize, usize),
+    /// `passes::nm_2_4_rule()`.
+    Nm24,
+}
+
+impl RulePiece {
+    /// The rule whose name is `rule` (`bsr_4`, `sr_bcrs_4_8`, ...).
+    fn parse(rule: &str) -> Option<RulePiece> {
+        let nums = |rest: &str| rest.split('_').map(|x| x.parse::<usize>().ok()).collect::<Option<Vec<usize>>>();
+        let one = |p: &str| rule.strip_prefix(p).and_then(nums).filter(|v| v.len() == 1).map(|v| v[0]);
+        let two = |p: &str| rule.strip_prefix(p).and_then(nums).filter(|v| v.len() == 2).map(|v| (v[0], v[1]));
+        if rule == "nm_2_4" {
+            return Some(RulePiece::Nm24);
+        }
+        two("block_group_coo_")
+            .map(|(b, g)| RulePiece::BlockGroupCoo(b, g))
+            .or_else(|| two("sr_bcrs_").map(|(t, g)| RulePiece::SrBcrs(t, g)))
+            .or_else(|| one("group_coo_").map(RulePiece::GroupCoo))
+            .or_else(|| one("bsr_").map(RulePiece::Bsr))
+            .or_else(|| one("ell_").map(RulePiece::Ell))
+    }
+}
+
+/// Binds the pieces of a decomposition by one rule from the CSR pattern bound to the buffer
+/// `X` it rewrote, as the rule's run-time half lays them out; the program's preprocess then
+/// copies the values. Pieces are found by name, `<X>_<rule>`: BSR (`passes::bsr_rule(b)`,
+/// blocks of `b × b`, `Csr::to_bsr`), ELL (`ell_rule(k)`: `k` slots a row), GroupCOO
+/// (`group_coo_rule(g)`), BlockGroupCOO (`block_group_coo_rule(b, g)`), SR-BCRS
+/// (`sr_bcrs_rule(t, g)`, `compose::condense`) and 2:4 (`nm_2_4_rule()`; the matrix must
+/// hold at most 2 entries in every 4 columns of a row). Padding slots hold the coordinate one
+/// past the matrix, which the rules' guards skip. Returns whether the function has such pieces.
 pub fn bind_rule_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result<bool, RunError> {
+    use sparsec_formats::compose;
     let mut any = false;
-    for (_, piece) in func.buffers.iter().filter(|(_, b)| b.dtype.is_float() && matches!(b.storage, sparsec_ir::Storage::Param(_))) {
-        let mut it = piece.name.rsplitn(3, '_');
-        let (Some(size), Some(rule), Some(orig)) = (it.next(), it.next(), it.next()) else { continue };
-        let (Ok(size), "bsr" | "ell") = (size.parse::<usize>(), rule) else { continue };
+    let params = |b: &&sparsec_ir::Buffer| b.dtype.is_float() && matches!(b.storage, sparsec_ir::Storage::Param(_));
+    for (_, piece) in func.buffers.iter().filter(|(_, b)| params(b)) {
+        // The buffer rewritten: the longest other buffer name that prefixes the piece's.
+        let Some((orig, rule, kind)) = func
+            .buffers
+            .iter()
+            .filter(|(_, o)| o.name != piece.name && params(o))
+            .filter_map(|(_, o)| {
+                let rule = piece.name.strip_prefix(&format!("{}_", o.name))?;
+                Some((o.name.as_str(), rule, RulePiece::parse(rule)?))
+            })
+            .max_by_key(|(o, _, _)| o.len())
+        else {
+            continue;
+        };
         let fail = |m: String| RunError::Decomposed(format!("{rule} piece `{}` of `{orig}`: {m}", piece.name));
         let a = func.buffer_by_name(orig).ok_or_else(|| fail(format!("no buffer `{orig}`")))?;
         let csr = bound_pattern(func, a, args).ok_or_else(|| fail(format!("bind a CSR matrix to `{orig}` (--matrix {orig}=FILE)")))?;
-        let mut binder = sparsec_formats::Binder::with_args(func, std::mem::take(args));
-        let bound = if rule == "bsr" {
-            let bsr = csr.to_bsr(size).map_err(|e| fail(e.to_string()));
-            bsr.and_then(|m| binder.bsr(&piece.name, &m).map(|_| ()).map_err(|e| fail(e.to_string())))
-        } else {
-            ell_padded_past_the_end(&csr, size).map_err(fail).and_then(|m| binder.ell(&piece.name, &m).map(|_| ()).map_err(|e| fail(e.to_string())))
-        };
-        *args = binder.finish();
-        bound?;
+        let err = |e: &dyn std::fmt::Display| fail(e.to_string());
+        match kind {
+            RulePiece::Bsr(b) | RulePiece::Ell(b) => {
+                let mut binder = sparsec_formats::Binder::with_args(func, std::mem::take(args));
+                let bound = if let RulePiece::Bsr(_) = kind {
+                    csr.to_bsr(b).map_err(|e| err(&e)).and_then(|m| binder.bsr(&piece.name, &m).map(|_| ()).map_err(|e| err(&e)))
+                } else {
+                    ell_padded_past_the_end(&csr, b).map_err(fail).and_then(|m| binder.ell(&piece.name, &m).map(|_| ()).map_err(|e| err(&e)))
+                };
+                *args = binder.finish();
+                bound?;
+            }
+            RulePiece::GroupCoo(g) => {
+                let m = compose::GroupCoo::with_group_size(&csr, g).map_err(|e| err(&e))?;
+                sparsec_formats::bind_group_coo(args, rule, &m)?;
+            }
+            RulePiece::BlockGroupCoo(b, g) => {
+                let m = compose::BlockGroupCoo::with_group_size(&csr, b, g).map_err(|e| err(&e))?;
+                sparsec_formats::bind_block_group_coo(args, rule, &m)?;
+            }
+            RulePiece::SrBcrs(t, g) => {
+                let m = compose::condense(&csr, t, g).map_err(|e| err(&e))?;
+                sparsec_formats::bind_sr_bcrs(args, rule, &m)?;
+            }
+            RulePiece::Nm24 => {
+                // N:M compression keeps nonzero values only: give every stored entry one, so
+                // that the pattern decides (the bound pattern's values are zeros).
+                let ones = sparsec_formats::Csr::try_new(csr.rows(), csr.cols(), csr.indptr().to_vec(), csr.indices().to_vec(), vec![1.0f32; csr.nnz()]).map_err(|e| err(&e))?;
+                let m = compose::NmMatrix::from_csr_2_4(&ones).map_err(|e| fail(format!("{e} (a 2:4 program takes a matrix with at most 2 entries in every 4 columns of a row)")))?;
+                sparsec_formats::bind_nm_2_4(args, rule, &m)?;
+            }
+        }
         any = true;
     }
     Ok(any)

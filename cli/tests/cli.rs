@@ -818,16 +818,28 @@ fn run_takes_a_decomposed_program_from_the_matrix_alone() {
     assert!(line(&plain).is_some() && line(&hyb) == line(&plain), "{}\n{}", stdout(&hyb), stdout(&plain));
     // Only the program's output is reported, not the buckets its preprocess fills.
     assert!(!stdout(&hyb).contains("A_hyb_"), "{}", stdout(&hyb));
-    // The BSR and ELL decompositions bind their pieces from the matrix too, also compiled.
-    for prog in ["examples/bsr.sptir", "examples/ell.sptir"] {
-        for extra in [&[][..], &["--backend", "mlir-cpu"][..]] {
-            let mut args = vec!["run", prog, "--matrix", &format!("A={}", a.display()), "--input", &format!("B={}", b.display())].into_iter().map(String::from).collect::<Vec<_>>();
+    for extra in [&["--backend", "mlir-cpu"][..], &["--backend", "cubecl-wgpu"][..]] {
+        let o = sparsec(&[&["run", "examples/hyb.sptir", "--matrix", &format!("A={}", a.display()), "--input", &format!("B={}", b.display())][..], extra].concat());
+        assert!(o.status.success(), "hyb {extra:?}: {}", stderr(&o));
+        assert_same_summary(&o, &plain, "examples/hyb.sptir");
+    }
+    // Every other rule's example binds its pieces from the matrix too, also compiled; 2:4
+    // takes a matrix with at most 2 entries in 4 columns of a row, and refuses this one.
+    let a24 = dir.join("a24.mtx");
+    std::fs::write(&a24, "%%MatrixMarket matrix coordinate real general\n2 12 7\n1 1 1.0\n1 2 2.0\n1 5 3.0\n1 7 4.0\n1 9 5.0\n1 10 6.0\n2 12 -1.5\n").unwrap();
+    let plain24 = sparsec(&["run", "tests/workloads/csrmm.sptir", "--matrix", &format!("A={}", a24.display()), "--input", &format!("B={}", b.display())]);
+    for prog in ["bsr", "ell", "group_coo", "block_group_coo", "sr_bcrs", "nm_2_4"] {
+        let prog = format!("examples/{prog}.sptir");
+        let (m, want) = if prog.contains("nm_2_4") { (&a24, &plain24) } else { (&a, &plain) };
+        for extra in [&[][..], &["--backend", "mlir-cpu"][..], &["--backend", "mlir-cpu", "--auto", "cpu"][..], &["--backend", "cubecl-wgpu"][..]] {
+            let mut args = vec!["run", &prog, "--matrix", &format!("A={}", m.display()), "--input", &format!("B={}", b.display())].into_iter().map(String::from).collect::<Vec<_>>();
             args.extend(extra.iter().map(|x| x.to_string()));
             let o = sparsec(&args.iter().map(String::as_str).collect::<Vec<_>>());
             assert!(o.status.success(), "{prog} {extra:?}: {}", stderr(&o));
-            assert_same_summary(&o, &plain, prog);
+            assert_same_summary(&o, want, &prog);
         }
     }
+    fails_with(&["run", "examples/nm_2_4.sptir", "--matrix", &format!("A={}", a.display()), "--input", &format!("B={}", b.display())], &["nm_2_4 piece `A_nm_2_4` of `A`", "at most 2 entries in every 4 columns of a row"]);
 }
 
 /// A program written at Stage III runs on compiled backends only where its parallel and
@@ -915,6 +927,35 @@ fn lower_diffs_each_stage_against_the_one_before() {
     let text = stdout(&o);
     let dumps: Vec<&str> = text.split("# ===== after ").skip(1).collect();
     assert!(dumps.len() > 3 && dumps[1..].iter().all(|d| d.contains("\n--- after ") || d.contains("# (unchanged)")), "{text}");
+}
+
+/// `lower --emit mlir` carries the `.sptir` source into MLIR locations: the operations of a
+/// statement point at its line, the loops made for a sparse iteration at the iteration; the
+/// multiply-add of csrmm's update points at the update's line.
+#[test]
+fn emitted_mlir_locates_operations_in_the_source() {
+    let file = "tests/workloads/csrmm.sptir";
+    let o = sparsec(&["lower", file, "--emit", "mlir"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    // `#locN = loc("file":line:col)` aliases, by name.
+    let aliases: std::collections::HashMap<String, usize> = out
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(" = loc(\"tests/workloads/csrmm.sptir\":")?;
+            Some((name.to_string(), rest.split(':').next()?.parse().ok()?))
+        })
+        .collect();
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/workloads/csrmm.sptir")).unwrap();
+    let line_of = |needle: &str| source.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let lines: std::collections::BTreeSet<usize> = aliases.values().copied().collect();
+    assert_eq!(lines, [line_of("sp_iter csrmm"), line_of("C[i, k] = 0.0"), line_of("C[i, k] = C[i, k] +")].into(), "{out}");
+    let fma_lines: Vec<usize> = out
+        .lines()
+        .filter(|l| l.contains("math.fma") && l.contains(" : f32 "))
+        .filter_map(|l| aliases.get(l.rsplit_once("loc(").unwrap().1.trim_end_matches(')')).copied())
+        .collect();
+    assert!(!fma_lines.is_empty() && fma_lines.iter().all(|&l| l == line_of("C[i, k] = C[i, k] +")), "{fma_lines:?}\n{out}");
 }
 
 /// `lower --stage` takes a list: each stage named is printed once, in order, with a header.

@@ -816,31 +816,103 @@ pub fn bind_row_segments<I: Index, V: Value>(
 /// not fit the program's `i32` coordinates.
 pub fn bind_hyb<I: Index, V: Value>(args: &mut Args, hyb: &crate::compose::Hyb<I, V>) -> Result<(), BindError> {
     let n = hyb.shape().1;
-    let narrow = |what: String, x: i64| i32::try_from(x).map_err(|_| BindError::Overflow { what, value: x, dtype: DType::I32 });
-    let pad = narrow("the hyb padding column".into(), n as i64)?;
     for (p, part) in hyb.parts().iter().enumerate() {
         for (b, bucket) in part.iter().enumerate() {
             let (s, w) = (format!("hyb_{p}_{b}"), bucket.width());
-            let mut cols: Vec<i32> = bucket
-                .col_indices()
-                .iter()
-                .map(|c| narrow(format!("a column index of bucket {s}"), c.to_i64()))
-                .collect::<Result<_, _>>()?;
-            for (r, &c) in bucket.counts().iter().enumerate() {
-                for slot in &mut cols[r * w + c.to_i64() as usize..(r + 1) * w] {
-                    *slot = pad;
-                }
-            }
-            let rows: Vec<i32> = bucket
-                .row_indices()
-                .iter()
-                .map(|r| narrow(format!("a row index of bucket {s}"), r.to_i64()))
-                .collect::<Result<_, _>>()?;
+            let cols = padded_slots(&format!("a column index of bucket {s}"), bucket.col_indices(), bucket.counts(), w, n)?;
+            let rows = narrow_all(&format!("a row index of bucket {s}"), bucket.row_indices())?;
             args.array(format!("a_{s}"), Array::F32(vec![0.0; bucket.len() * w]))
                 .array(format!("row_indices_{s}"), Array::I32(rows))
                 .array(format!("indices_{s}"), Array::I32(cols));
             args.int(format!("rows_{s}"), bucket.len() as i64).int(format!("n_{s}"), (n + 1).max(w) as i64);
         }
     }
+    Ok(())
+}
+
+/// `v` as the program's `i32` coordinates.
+fn narrow_all<I: Index>(what: &str, v: &[I]) -> Result<Vec<i32>, BindError> {
+    v.iter()
+        .map(|x| i32::try_from(x.to_i64()).map_err(|_| BindError::Overflow { what: what.into(), value: x.to_i64(), dtype: DType::I32 }))
+        .collect()
+}
+
+/// Coordinates of groups of `slots` entries, the slots past each group's count moved to
+/// `past` (one past the matrix), which the decomposed programs' guards skip.
+fn padded_slots<I: Index>(what: &str, coords: &[I], counts: &[I], slots: usize, past: usize) -> Result<Vec<i32>, BindError> {
+    let mut out = narrow_all(what, coords)?;
+    let pad = i32::try_from(past).map_err(|_| BindError::Overflow { what: format!("{what} (padding)"), value: past as i64, dtype: DType::I32 })?;
+    for (q, &c) in counts.iter().enumerate() {
+        for slot in &mut out[q * slots + c.ix()..(q + 1) * slots] {
+            *slot = pad;
+        }
+    }
+    Ok(out)
+}
+
+/// The arrays and scalars of a piece, named with the rule's suffix.
+fn put_piece(args: &mut Args, rule: &str, arrays: Vec<(&str, Array)>, scalars: Vec<(&str, usize)>) {
+    for (n, a) in arrays {
+        args.array(format!("{n}_{rule}"), a);
+    }
+    for (n, v) in scalars {
+        args.int(format!("{n}_{rule}"), v as i64);
+    }
+}
+
+/// Binds the structure of GroupCOO `g` to a function decomposed with
+/// `passes::group_coo_rule(G)` (named `rule`: parameters `a_<rule>`, `group_rows_<rule>`,
+/// `indices_<rule>`, `groups_<rule>`, `n_<rule>`). Values start at zero (the program's
+/// preprocess fills them); padding slots get column `n`, one past the matrix.
+pub fn bind_group_coo<I: Index, V: Value>(args: &mut Args, rule: &str, g: &crate::compose::GroupCoo<I, V>) -> Result<(), BindError> {
+    let (gs, n, groups) = (g.group_size(), g.shape().1, g.group_rows().len());
+    let cols = padded_slots("a GroupCOO column", g.col_indices(), g.group_counts(), gs, n)?;
+    let rows = narrow_all("a GroupCOO row", g.group_rows())?;
+    let arrays = vec![("a", Array::F32(vec![0.0; groups * gs])), ("group_rows", Array::I32(rows)), ("indices", Array::I32(cols))];
+    put_piece(args, rule, arrays, vec![("groups", groups), ("n", (n + 1).max(gs))]);
+    Ok(())
+}
+
+/// Binds BlockGroupCOO `g` (blocks of `b`) to a function decomposed with
+/// `passes::block_group_coo_rule(b, G)` (parameters `a_<rule>`, `group_rows_<rule>`,
+/// `block_cols_<rule>`, `groups_<rule>`, `nbc_<rule>`); padding slots get block column
+/// `ceil(n / b)`.
+pub fn bind_block_group_coo<I: Index, V: Value>(args: &mut Args, rule: &str, g: &crate::compose::BlockGroupCoo<I, V>) -> Result<(), BindError> {
+    let (b, gs, groups) = (g.block_size(), g.group_size(), g.group_block_rows().len());
+    let nbc = g.shape().1.div_ceil(b);
+    let cols = padded_slots("a BlockGroupCOO block column", g.block_cols(), g.group_counts(), gs, nbc)?;
+    let rows = narrow_all("a BlockGroupCOO block row", g.group_block_rows())?;
+    let arrays = vec![("a", Array::F32(vec![0.0; groups * gs * b * b])), ("group_rows", Array::I32(rows)), ("block_cols", Array::I32(cols))];
+    put_piece(args, rule, arrays, vec![("groups", groups), ("nbc", (nbc + 1).max(gs))]);
+    Ok(())
+}
+
+/// Binds SR-BCRS `s` to a function decomposed with `passes::sr_bcrs_rule(t, g)` (parameters
+/// `a_<rule>`, `tile_ptr_<rule>`, `col_indices_<rule>`, `tiles_<rule>`, `groups_<rule>`,
+/// `max_groups_<rule>`); padding slots get column `n`.
+pub fn bind_sr_bcrs<I: Index, V: Value>(args: &mut Args, rule: &str, s: &crate::compose::SrBcrs<I, V>) -> Result<(), BindError> {
+    let (t, gw, n) = (s.tile_rows(), s.group_width(), s.shape().1);
+    let ptr = s.tile_ptr();
+    let tiles = ptr.len().saturating_sub(1);
+    let groups = ptr.last().map_or(0, |p| p.ix());
+    let max_groups = ptr.windows(2).map(|w| w[1].ix() - w[0].ix()).max().unwrap_or(0);
+    let cols = padded_slots("an SR-BCRS column", s.col_indices(), s.group_counts(), gw, n)?;
+    let arrays = vec![("a", Array::F32(vec![0.0; groups * t * gw])), ("tile_ptr", Array::I32(narrow_all("an SR-BCRS tile pointer", ptr)?)), ("col_indices", Array::I32(cols))];
+    put_piece(args, rule, arrays, vec![("tiles", tiles), ("groups", groups), ("max_groups", max_groups.max(1))]);
+    Ok(())
+}
+
+/// Binds 2:4 matrix `m` to a function decomposed with `passes::nm_2_4_rule()` (parameters
+/// `a_<rule>`, `meta_<rule>` holding `lo | hi << 2` per group, `rows_<rule>`, `groups_<rule>`).
+pub fn bind_nm_2_4<V: Value>(args: &mut Args, rule: &str, m: &crate::compose::NmMatrix<V>) -> Result<(), BindError> {
+    let (rows, groups) = (m.shape().0, m.groups_per_row());
+    let mut meta = Vec::with_capacity(rows * groups);
+    for i in 0..rows {
+        for j in 0..groups {
+            let (lo, hi) = (m.position(i, j, 0).unwrap_or(0), m.position(i, j, 1).unwrap_or(0));
+            meta.push((lo | (hi << 2)) as i32);
+        }
+    }
+    put_piece(args, rule, vec![("a", Array::F32(vec![0.0; rows * groups * 2])), ("meta", Array::I32(meta))], vec![("rows", rows), ("groups", groups)]);
     Ok(())
 }

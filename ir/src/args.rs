@@ -707,6 +707,11 @@ impl Checker<'_> {
                 let r = self.range(a)?;
                 Some(Range { lo: r.hi.checked_neg()?, hi: r.lo.checked_neg()? })
             }
+            // Either value: the hull of both ranges.
+            Expr::Select(_, a, b) => {
+                let (x, y) = (self.range(a)?, self.range(b)?);
+                Some(Range { lo: x.lo.min(y.lo), hi: x.hi.max(y.hi) })
+            }
             Expr::Binary(op, a, b) => {
                 let (x, y) = (self.range(a)?, self.range(b)?);
                 let corners = |f: fn(i64, i64) -> Option<i64>| -> Option<Range> {

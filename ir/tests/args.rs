@@ -79,6 +79,14 @@ fn gathered_indices_range_over_the_input_values() {
 }
 
 #[test]
+fn a_select_ranges_over_both_values() {
+    // 2:4's column: either the low or the high half of a metadata word (T holds 1 and 5).
+    run("    C[i] = C[i] + B[select(j == 1, T[i] % 4, T[i] // 4)]", &[]).unwrap();
+    run("    C[i] = C[i] + B[select(j == 1, 0, 3)]", &[]).unwrap();
+    refused(run("    C[i] = C[i] + B[select(j == 1, T[i], 0)]", &[]), "takes values in 0..=5");
+}
+
+#[test]
 fn integer_divisors_must_not_be_zero() {
     refused(run("    C[i] = C[i] + B[j % (n - n)]", &[]), "divisor of this statement may be 0");
     run("    C[i] = C[i] + B[j % n]", &[]).unwrap();
