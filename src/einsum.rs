@@ -16,7 +16,10 @@
 //!   must have a factor on the walked pattern (unless the output owns it), since the loops
 //!   skip what it does not store — except an element-wise expression of csr inputs into a
 //!   csr output, which co-iterates them into an assembled pattern, their union or
-//!   intersection (`C(i,j) = A(i,j) + B(i,j)`).
+//!   intersection (`C(i,j) = A(i,j) + B(i,j)`), and a product of two csr matrices into a csr
+//!   output, SpGEMM (`C(i,k) = A(i,j) * B(j,k)`: the output's pattern is the product of
+//!   theirs, assembled by the run). A csr output owns its pattern otherwise, and is computed
+//!   on it (SDDMM; a masked product `C(i,k) = M(i,k) * A(i,j) * B(j,k)` walks `M`'s).
 //! * Loop order: the walked pattern's levels first, then the other indices in the order
 //!   they first appear (left side first); an index is spatial (`S`) when the left side names
 //!   it, a reduction (`R`) otherwise.
@@ -348,6 +351,10 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
         check(&text)?;
         return Ok(text);
     }
+    if let Some(text) = product(name, expr, &out, &rhs, &tensors) {
+        check(&text)?;
+        return Ok(text);
+    }
     // Patterns: each sparse input has its own; a sparse output shares the first sparse input's
     // with its indices and format, or has its own (written on a given pattern, as SDDMM).
     let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
@@ -609,6 +616,74 @@ fn assembled(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(Strin
         term_text(rhs, &index, 0)
     );
     Ok(Some(text))
+}
+
+/// The factors of a product (`None` where `t` holds a sum).
+fn factors<'t>(t: &'t Term, out: &mut Vec<&'t Term>) -> Option<()> {
+    match t {
+        Term::Binary('*', x, y) => {
+            factors(x, out)?;
+            factors(y, out)
+        }
+        Term::Binary(..) => None,
+        t => {
+            out.push(t);
+            Some(())
+        }
+    }
+}
+
+/// A product of two csr matrices into a csr output, `C(i,k) = A(i,j) * B(j,k)` (times
+/// numbers): Gustavson's SpGEMM, the output's pattern the product of theirs
+/// (`pattern = product(J_a, K_b)`), assembled by the run; the loops walk row `i` of A and,
+/// for each of its entries `j`, row `j` of B. `None` where the expression is not of that kind.
+fn product(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(String, usize, Format)]) -> Option<String> {
+    let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
+    if format_of(&out.tensor) != Format::Csr || out.indices.len() != 2 {
+        return None;
+    }
+    let mut fs = Vec::new();
+    factors(rhs, &mut fs)?;
+    let acc: Vec<&Access> = fs.iter().filter_map(|f| if let Term::Access(a) = f { Some(a) } else { None }).collect();
+    let [x, y] = acc[..] else { return None };
+    let (i, k) = (&out.indices[0], &out.indices[1]);
+    // A(i, j) and B(j, k), in either order, both csr, j summed over.
+    let (a, b) = if x.indices[0] == *i { (x, y) } else { (y, x) };
+    let j = a.indices.get(1)?;
+    let shaped = a.indices[0] == *i && b.indices == [j.clone(), k.clone()] && j != i && j != k && a.tensor != b.tensor;
+    if !shaped || format_of(&a.tensor) != Format::Csr || format_of(&b.tensor) != Format::Csr {
+        return None;
+    }
+    let axis_of = |x: &str| axis_name(x, tensors);
+    let (ai, aj, ak) = (axis_of(i), axis_of(j), axis_of(k));
+    let (ha, hb, hc) = (a.tensor.to_lowercase(), b.tensor.to_lowercase(), out.tensor.to_lowercase());
+    let mut params: Vec<String> = tensors.iter().map(|t| format!("{}: handle", t.0.to_lowercase())).collect();
+    for h in [&ha, &hb, &hc] {
+        params.push(format!("indptr_{h}: handle"));
+        params.push(format!("indices_{h}: handle"));
+    }
+    params.extend([i, j, k].iter().map(|x| format!("n_{x}: i32")));
+    params.extend([&ha, &hb, &hc].iter().map(|h| format!("nnz_{h}: i32")));
+    let (ja, kb) = (format!("{aj}_{ha}"), format!("{ak}_{hb}"));
+    let text = format!(
+        "# {expr}\nfunc {name}({params}) {{\n  \
+         axis {ai} = dense_fixed(n_{i})\n  \
+         axis {ja} = sparse_variable({ai}, n_{j}, nnz_{ha}, indptr_{ha}, indices_{ha})\n  \
+         axis {aj} = dense_fixed(n_{j})\n  \
+         axis {kb} = sparse_variable({aj}, n_{k}, nnz_{hb}, indptr_{hb}, indices_{hb})\n  \
+         axis {ak} = sparse_variable({ai}, n_{k}, nnz_{hc}, indptr_{hc}, indices_{hc}, pattern = product({ja}, {kb}))\n  \
+         buffer {ta} = match_sparse_buffer({ha}, [{ai}, {ja}], f32)\n  \
+         buffer {tb} = match_sparse_buffer({hb}, [{aj}, {kb}], f32)\n  \
+         buffer {tc} = match_sparse_buffer({hc}, [{ai}, {ak}], f32)\n  \
+         sp_iter {name}([{ai}, {ja}, attach({kb}, {ja})], \"SRS\") as [{i}, {j}, {k}] {{\n    \
+         {tc}[{i}, {k}] = {tc}[{i}, {k}] + {}\n  }}\n}}\n",
+        term_text(rhs, &|x: &Access| format!("{}[{}]", x.tensor, x.indices.join(", ")), 1),
+        params = params.join(", "),
+        ta = a.tensor,
+        tb = b.tensor,
+        tc = out.tensor,
+    );
+    Some(text)
 }
 
 /// Parses and verifies a generated program.
