@@ -178,7 +178,9 @@ fn random_programs_agree_with_the_interpreter_on_mlir_cpu() {
     for f in &failures {
         println!("FAILURE {f}");
     }
-    assert!(ran >= cases.min(50), "only {ran} cases ran");
+    // CI's floor; `scripts/fuzz` lowers it, since its chunks share a loaded machine.
+    let floor = env_u64("SPARSEC_FUZZ_MIN_CASES").unwrap_or(cases.min(50));
+    assert!(ran >= floor, "only {ran} cases ran");
     assert!(failures.is_empty(), "{} failures (see above)", failures.len());
 }
 
