@@ -216,7 +216,7 @@ def info():
         line = next((l for l in out.splitlines() if l.startswith("MKL_VERBOSE")), "(MKL_VERBOSE printed nothing)")
     ver = ctypes.create_string_buffer(256)
     mkl().mkl_get_version_string(ver, 256)
-    return {"mkl": ver.value.decode(), "mkl_path": line.strip()}
+    return {"mkl": ver.value.decode().strip(), "mkl_path": line.strip()}
 
 
 def main():
