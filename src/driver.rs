@@ -59,13 +59,18 @@ pub enum DriverError {
 /// `None` (and `args` untouched) where the rows are regular or the program is not of that
 /// shape.
 pub fn gpu_row_segments(func: &Func, args: &mut sparsec_ir::data::Args) -> Option<(Func, usize)> {
-    let csr = bound_pattern(func, func.buffer_by_name("A")?, args)?;
+    let csr = csr_pattern(func, "A", args)?;
     let len = sparsec_schedule::auto::gpu_row_segments(csr.indptr().windows(2).map(|w| (w[1] - w[0]).max(0) as usize))?;
     let rule = sparsec_passes::row_segments_rule().ok()?;
     let g = sparsec_passes::decompose_format(func, &[rule]).ok()?;
     let segs = sparsec_formats::compose::RowSegments::from_csr(&csr, len).ok()?;
     sparsec_formats::bind_row_segments(args, &csr, &segs).ok()?;
     Some((g, len))
+}
+
+/// The pattern bound in `args` to the CSR buffer named `buffer` (see [`bound_pattern`]).
+pub fn csr_pattern(func: &Func, buffer: &str, args: &sparsec_ir::data::Args) -> Option<sparsec_formats::Csr<i64, f32>> {
+    bound_pattern(func, func.buffer_by_name(buffer)?, args)
 }
 
 /// The pattern bound in `args` to the CSR buffer `a` (axes `I`, `J`, `J` variable), as a

@@ -32,6 +32,9 @@ pub struct TuneArgs {
     /// Also prints every schedule measured during the search.
     #[arg(long)]
     all: bool,
+    /// Searches the CPU schedule's parameters only, not format decompositions.
+    #[arg(long)]
+    schedules_only: bool,
 }
 
 /// Candidates kept compiled besides the default for the final rounds.
@@ -43,8 +46,95 @@ const ROUNDS: usize = 5;
 /// One measured candidate.
 struct Tried {
     tuning: CpuTuning,
-    /// Fastest run, in milliseconds.
+    /// The format decomposition (its name and the decomposed program's text), if any.
+    format: Option<(String, String)>,
+    /// Fastest kernel, in milliseconds.
     best_ms: f64,
+}
+
+impl Tried {
+    fn describe(&self) -> String {
+        match &self.format {
+            Some((name, _)) => format!("format {name}, default schedule"),
+            None => describe(&self.tuning),
+        }
+    }
+}
+
+/// The format decompositions tried (`passes` rules for a CSR buffer `A[I, J]`): BSR blocks,
+/// ELL as wide as the longest row (up to 256 slots), hyb buckets of 1 to 32 entries, GroupCOO
+/// groups and SR-BCRS tiles. Each is bound from the matrix (`driver::bind_*_pieces`).
+fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatRewriteRule>)> {
+    use sparsec::passes as p;
+    let mut out = Vec::new();
+    let mut add = |name: String, rules: Result<Vec<p::FormatRewriteRule>, p::DecomposeError>| {
+        if let Ok(r) = rules {
+            out.push((name, r));
+        }
+    };
+    for b in [2, 4, 8] {
+        add(format!("bsr_{b}"), p::bsr_rule(b).map(|r| vec![r]));
+    }
+    let k = longest_row.max(1).next_power_of_two();
+    if k <= 256 {
+        add(format!("ell_{k}"), p::ell_rule(k as i64).map(|r| vec![r]));
+    }
+    add("hyb_1_32".into(), p::hyb_rules(1, &[1, 2, 4, 8, 16, 32]));
+    add("group_coo_8".into(), p::group_coo_rule(8).map(|r| vec![r]));
+    add("sr_bcrs_4_8".into(), p::sr_bcrs_rule(4, 8).map(|r| vec![r]));
+    out
+}
+
+/// The decomposition of `stage1` by `rules`, ready to time: the program without its
+/// preprocess, scheduled by the default CPU schedule and compiled, on arguments whose pieces
+/// hold what a run of the whole program (preprocess included) put there; with the trace of
+/// the whole program and its text, which `--write` saves. Refused where the rules do not fit
+/// the program or the matrix, or where the result differs from `want` (the default's).
+#[allow(clippy::type_complexity)]
+fn prepare_format<'a>(
+    runner: &dyn sparsec::backend::Backend,
+    loaded: &'a driver::Loaded,
+    stage1: &sparsec::ir::Func,
+    args: &sparsec::ir::data::Args,
+    rules: &[sparsec::passes::FormatRewriteRule],
+    want: &sparsec::ir::data::Args,
+    checked: bool,
+) -> Result<(sparsec::backend::Prepared<'a>, sparsec::schedule::Trace, String), String> {
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| e(&x))?;
+    let mut gargs = args.clone();
+    driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
+    driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
+    let stage3 = |f: &sparsec::ir::Func, plan: &Plan| -> Result<sparsec::ir::Func, String> {
+        driver::lower_with(f, plan).map_err(|x| e(&x))?.into_iter().rev().find(|h| h.stage == Stage::III).ok_or_else(|| "did not reach Stage III".to_string())
+    };
+    let auto = Plan::Auto(AutoSchedule::CpuTuned(CpuTuning::default()));
+    // The whole program once: its preprocess fills the pieces.
+    let whole = stage3(&g, &auto)?;
+    let full = sparsec::backend::prepare(runner, loaded, &g, &whole, &auto, &gargs, checked).map_err(|x| e(&x))?;
+    let filled = full.run().map_err(|x| e(&x))?;
+    for p in g.params.iter().filter(|p| !stage1.params.iter().any(|q| q.name == p.name)) {
+        if let Some(a) = filled.arrays.get(&p.name) {
+            gargs.array(p.name.clone(), a.clone());
+        }
+    }
+    let kernel = sparsec::passes::remove_preprocess(&g);
+    let lowered = stage3(&kernel, &auto)?;
+    let prepared = sparsec::backend::prepare(runner, loaded, &kernel, &lowered, &auto, &gargs, checked).map_err(|x| e(&x))?;
+    let got = prepared.run().map_err(|x| e(&x))?;
+    // The same numbers as the default's, output by output.
+    for b in driver::written_buffers(stage1) {
+        let sparsec::ir::Storage::Param(p) = stage1.buffers[b].storage else { continue };
+        let name = &stage1.params[p].name;
+        let (Some(x), Some(y)) = (got.arrays.get(name), want.arrays.get(name)) else { continue };
+        let (x, y) = (x.to_f64_vec(), y.to_f64_vec());
+        let scale = y.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        if x.len() != y.len() || x.iter().zip(&y).any(|(p, q)| (p - q).abs() > 1e-4 * scale) {
+            return Err(format!("its `{}` differs from the default's (a bug: please report it)", stage1.buffers[b].name));
+        }
+    }
+    let trace = auto.trace(&g).map_err(|x| e(&x))?;
+    Ok((prepared, trace, sparsec::ir::text::print_func(&g)))
 }
 
 /// The candidates: the default first, then every combination of the values below in an
@@ -146,44 +236,70 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     let time = |p: &sparsec::backend::Prepared<'_>, n: usize| -> Result<f64, sparsec::backend::BackendError> {
         let mut fastest = f64::INFINITY;
         for _ in 0..n {
-            let t = Instant::now();
-            p.run()?;
-            fastest = fastest.min(t.elapsed().as_secs_f64() * 1e3);
+            fastest = fastest.min(p.run_timed()?.1.kernel.as_secs_f64() * 1e3);
         }
         Ok(fastest)
     };
-    let all = candidates(a.order_seed);
+    // The default first, then every format decomposition, then the other schedules.
+    let longest = driver::csr_pattern(&s.stage1, "A", &s.args).map_or(0, |m| m.row_lengths().into_iter().max().unwrap_or(0));
+    let formats = if a.schedules_only { Vec::new() } else { format_rules(longest) };
+    let tunings = candidates(a.order_seed);
+    let all: Vec<Result<CpuTuning, usize>> =
+        std::iter::once(Ok(tunings[0])).chain((0..formats.len()).map(Err)).chain(tunings[1..].iter().copied().map(Ok)).collect();
+    let mut want: Option<sparsec::ir::data::Args> = None;
+    let mut refused: Vec<(String, String)> = Vec::new();
     let bar = crate::bench::progress("tune", all.len());
-    for (k, tuning) in all.iter().copied().enumerate() {
+    for (k, cand) in all.iter().enumerate() {
         if k > 0 && start.elapsed() >= budget {
             break;
         }
         bar.set_position(k as u64);
         bar.set_message(format!("{:.0} of {:.0} s", start.elapsed().as_secs_f64(), a.budget));
-        let trace = Plan::Auto(AutoSchedule::CpuTuned(tuning)).trace(&s.stage1)?;
-        // Lowered by replaying the trace: what is measured is what `--schedule` replays.
-        let lowered = driver::lower_with(&s.stage1, &Plan::Trace(trace.clone()))?
-            .into_iter()
-            .rev()
-            .find(|g| g.stage == Stage::III)
-            .ok_or("tune: the schedule did not reach Stage III")?;
-        // Parameters that do not change this program's code are measured once, and shown as
-        // the fewest changes from the default that give the code.
-        let text = sparsec::ir::text::print_func(&lowered);
-        if let Some(i) = seen.iter().position(|t| *t == text) {
-            skipped += 1;
-            if let Some(t) = tried.get_mut(i).filter(|t| changes(&tuning) < changes(&t.tuning)) {
-                t.tuning = tuning;
+        let (tuning, format, trace, prepared) = match *cand {
+            Err(f) => {
+                let (name, rules) = &formats[f];
+                let Some(want) = want.as_ref() else { continue };
+                match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, &s.args, rules, want, a.run.checked) {
+                    Ok((p, trace, text)) => (CpuTuning::default(), Some((name.clone(), text)), trace, p),
+                    Err(why) => {
+                        refused.push((name.clone(), why));
+                        continue;
+                    }
+                }
             }
-            continue;
+            Ok(tuning) => {
+                let trace = Plan::Auto(AutoSchedule::CpuTuned(tuning)).trace(&s.stage1)?;
+                // Lowered by replaying the trace: what is measured is what `--schedule` replays.
+                let lowered = driver::lower_with(&s.stage1, &Plan::Trace(trace.clone()))?
+                    .into_iter()
+                    .rev()
+                    .find(|g| g.stage == Stage::III)
+                    .ok_or("tune: the schedule did not reach Stage III")?;
+                // Parameters that do not change this program's code are measured once, and shown as
+                // the fewest changes from the default that give the code.
+                let text = sparsec::ir::text::print_func(&lowered);
+                if let Some(i) = seen.iter().position(|t| *t == text) {
+                    skipped += 1;
+                    if let Some(t) = tried.get_mut(i).filter(|t| t.format.is_none() && changes(&tuning) < changes(&t.tuning)) {
+                        t.tuning = tuning;
+                    }
+                    continue;
+                }
+                seen.push(text);
+                let plan = Plan::Trace(trace.clone());
+                let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.stage1, &lowered, &plan, &s.args, a.run.checked)?;
+                let out = prepared.run()?;
+                want.get_or_insert(out);
+                (tuning, None, trace, prepared)
+            }
+        };
+        if format.is_some() {
+            // Keep `seen` aligned with `tried`.
+            seen.push(String::new());
         }
-        seen.push(text);
-        let plan = Plan::Trace(trace.clone());
-        let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.stage1, &lowered, &plan, &s.args, a.run.checked)?;
-        prepared.run()?;
         let ms = time(&prepared, a.repeat)?;
         let i = tried.len();
-        tried.push(Tried { tuning, best_ms: ms });
+        tried.push(Tried { tuning, format, best_ms: ms });
         // Keep the default and the LEADERS fastest.
         let slowest = leaders
             .iter()
@@ -210,7 +326,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     let default_ms = final_ms[0];
     writeln!(
         out_text,
-        "tune {} on mlir-cpu: {} distinct schedules measured ({} more gave the same code) in {:.1} s, fastest of {} runs each",
+        "tune {} on mlir-cpu: {} distinct schedules and formats measured ({} more gave the same code) in {:.1} s, fastest kernel of {} runs each",
         s.stage1.name,
         tried.len(),
         skipped,
@@ -221,18 +337,42 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     writeln!(out_text, "  rank   fastest ms  vs default  parameters (what differs from the default CPU schedule)")?;
     for (rank, &slot) in order.iter().enumerate() {
         let t = &tried[leaders[slot].0];
-        writeln!(out_text, "  {:>4} {:>12.4} {:>11.3}  {}", rank + 1, final_ms[slot], final_ms[slot] / default_ms, describe(&t.tuning))?;
+        writeln!(out_text, "  {:>4} {:>12.4} {:>11.3}  {}", rank + 1, final_ms[slot], final_ms[slot] / default_ms, t.describe())?;
+    }
+    // Every format, measured or refused (in one pass each; the leaders above ranked again).
+    if !formats.is_empty() {
+        writeln!(out_text, "formats (A decomposed by a rule, the default schedule; the kernel without the conversion):")?;
+        for t in tried.iter().filter(|t| t.format.is_some()) {
+            writeln!(out_text, "  {:>12.4} ms  {:>7.3}  {}", t.best_ms, t.best_ms / tried[0].best_ms, t.describe())?;
+        }
+        for (name, why) in &refused {
+            writeln!(out_text, "  {:>12}     {:>7}  format {name}: {why}", "refused", "")?;
+        }
     }
     if a.all {
         writeln!(out_text, "every schedule measured, in the order tried (one pass each):")?;
         for t in &tried {
-            writeln!(out_text, "  {:>12.4} ms  {}", t.best_ms, describe(&t.tuning))?;
+            writeln!(out_text, "  {:>12.4} ms  {}", t.best_ms, t.describe())?;
         }
     }
-    let best = order.first().map(|&slot| &leaders[slot].1);
-    if let (Some(path), Some(trace)) = (&a.write, best) {
+    if let (Some(path), Some(&slot)) = (&a.write, order.first()) {
+        let (i, trace, _) = &leaders[slot];
         std::fs::write(path, trace.to_json())?;
-        writeln!(out_text, "wrote the fastest schedule to {} (replay it with --schedule)", path.display())?;
+        match &tried[*i].format {
+            None => writeln!(out_text, "wrote the fastest schedule to {} (replay it with --schedule)", path.display())?,
+            Some((name, text)) => {
+                let program = path.with_extension("sptir");
+                std::fs::write(&program, format!("# {} decomposed as {name} by `sparsec tune`.\n{text}", s.stage1.name))?;
+                writeln!(
+                    out_text,
+                    "wrote the fastest, format {name}, to {} and its schedule to {} (run it with `sparsec run {} --schedule {}`)",
+                    program.display(),
+                    path.display(),
+                    program.display(),
+                    path.display()
+                )?;
+            }
+        }
     }
     Ok(())
 }

@@ -970,10 +970,12 @@ fn lower_prints_the_stages_named() {
     assert!(o.status.success() && !stdout(&o).contains("=====") && stdout(&o).contains("stage II {"), "{}", stdout(&o));
 }
 
-/// `sparsec tune` measures distinct CPU schedules of a program on its data within the
-/// budget, ranks the default and the fastest in a table, and writes the winner as a trace
-/// that `run --schedule` replays on mlir-cpu with the interpreter's numbers; it refuses
-/// another backend, a schedule of the user's and a budget that is not positive.
+/// `sparsec tune` measures distinct CPU schedules and format decompositions of a program on
+/// its data within the budget, ranks the default and the fastest in a table, lists every
+/// format (measured with the default's numbers, or refused with the reason), and writes the
+/// winner as a trace that `run --schedule` replays on mlir-cpu with the interpreter's
+/// numbers; it refuses another backend, a schedule of the user's and a budget that is not
+/// positive.
 #[test]
 fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     let dir = tmp("tune");
@@ -995,7 +997,9 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("tune spmv on mlir-cpu: "), "{out}");
-    let rows: Vec<&str> = out.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
+    // The ranking: the lines after its header, up to the formats.
+    let ranking = out.split("parameters (what differs from the default CPU schedule)\n").nth(1).unwrap_or_else(|| panic!("{out}"));
+    let rows: Vec<&str> = ranking.lines().take_while(|l| !l.starts_with("formats (")).filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
     assert!(rows.len() >= 2 && rows.iter().any(|l| l.ends_with("  default")), "{out}");
     // Ranked by time, the default at 1.000 of itself.
     let times: Vec<f64> = rows.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
@@ -1016,6 +1020,21 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     for (i, (p, q)) in y1.iter().zip(&y2).enumerate() {
         assert!((p - q).abs() <= 1e-5 * q.abs().max(1.0), "Y[{i}]: {p} tuned, {q} interpreted");
     }
+    // csrmm: every format decomposition of A is measured (its kernel, the conversion done
+    // once) with the same numbers as the default, or refused with the reason; none differs.
+    let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "60", "--repeat", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let section = out.split("formats (").nth(1).unwrap_or_else(|| panic!("{out}"));
+    for f in ["bsr_2", "bsr_4", "bsr_8", "ell_64", "hyb_1_32", "group_coo_8", "sr_bcrs_4_8"] {
+        let line = section.lines().find(|l| l.contains(&format!("format {f}"))).unwrap_or_else(|| panic!("{f}: {out}"));
+        assert!(!line.contains("differs"), "{line}");
+        let first = line.split_whitespace().next().unwrap();
+        assert!(first == "refused" || first.parse::<f64>().is_ok_and(|t| t > 0.0), "{line}");
+    }
+    assert!(section.lines().filter(|l| l.contains("format ") && !l.contains("refused")).count() >= 3, "{out}");
+    let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "2", "--repeat", "1", "--schedules-only"]);
+    assert!(o.status.success() && !stdout(&o).contains("formats ("), "{}{}", stdout(&o), stderr(&o));
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat], &["tune measures on mlir-cpu"]);
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--auto", "cpu"], &["tune chooses the schedule"]);
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--budget", "0"], &["--budget must be a positive number"]);
