@@ -239,6 +239,11 @@ fn axis_name(i: &str, tensors: &[(String, usize, Format)]) -> String {
     }
 }
 
+/// The format of tensor `t` (dense where `--format` does not name it).
+fn format_of(tensors: &[(String, usize, Format)], t: &str) -> Format {
+    tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2)
+}
+
 /// `t` as `.sptir` text, accesses printed by `index`, parenthesised where `prec` needs.
 fn term_text(t: &Term, index: &dyn Fn(&Access) -> String, prec: u8) -> String {
     match t {
@@ -357,7 +362,7 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
     }
     // Patterns: each sparse input has its own; a sparse output shares the first sparse input's
     // with its indices and format, or has its own (written on a given pattern, as SDDMM).
-    let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
+    let format_of = |t: &str| format_of(&tensors, t);
     let access_of = |t: &str| all.iter().find(|a| a.tensor == t).copied().expect("every tensor is accessed");
     let sparse_inputs: Vec<&str> = tensors.iter().filter(|t| t.2 != Format::Dense && t.0 != out.tensor).map(|t| t.0.as_str()).collect();
     let out_owner: Option<&str> = (format_of(&out.tensor) != Format::Dense).then(|| {
@@ -549,7 +554,7 @@ fn support(t: &Term, sparse: &dyn Fn(&str) -> bool) -> Option<Support> {
 /// assembled by the run, and the loops co-iterate it. `None` where the expression is not of
 /// that kind.
 fn assembled(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(String, usize, Format)]) -> R<Option<String>> {
-    let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
+    let format_of = |t: &str| format_of(tensors, t);
     let mut all = Vec::new();
     accesses(rhs, &mut all);
     let sparse: Vec<&str> = tensors.iter().filter(|t| t.2 != Format::Dense && t.0 != out.tensor).map(|t| t.0.as_str()).collect();
@@ -638,7 +643,7 @@ fn factors<'t>(t: &'t Term, out: &mut Vec<&'t Term>) -> Option<()> {
 /// (`pattern = product(J_a, K_b)`), assembled by the run; the loops walk row `i` of A and,
 /// for each of its entries `j`, row `j` of B. `None` where the expression is not of that kind.
 fn product(name: &str, expr: &str, out: &Access, rhs: &Term, tensors: &[(String, usize, Format)]) -> Option<String> {
-    let format_of = |t: &str| tensors.iter().find(|x| x.0 == t).map_or(Format::Dense, |x| x.2);
+    let format_of = |t: &str| format_of(tensors, t);
     if format_of(&out.tensor) != Format::Csr || out.indices.len() != 2 {
         return None;
     }

@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use serde_json::Value;
 use sparsec::driver;
 use sparsec::ir::data::{Args, Array};
-use sparsec::ir::{AxisId, AxisKind, BufferId, Func, Layout, Storage};
+use sparsec::ir::{AxisId, AxisKind, BufferId, Func, Storage};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -61,11 +61,8 @@ pub(crate) struct Operands {
     pub dense: Vec<(Vec<f64>, Vec<u64>)>,
 }
 
-fn axes(f: &Func, b: BufferId) -> Vec<AxisId> {
-    match &f.buffers[b].layout {
-        Layout::Sparse(a) => a.clone(),
-        Layout::Dense(_) => Vec::new(),
-    }
+fn axes(f: &Func, b: BufferId) -> &[AxisId] {
+    f.buffers[b].axes()
 }
 
 /// Whether `b` is a CSR matrix: a dense root axis, then a sparse one under it, its pattern

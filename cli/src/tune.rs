@@ -5,7 +5,6 @@
 use crate::backends::Backend;
 use crate::run::{self, RunArgs};
 use sparsec::driver::{self, AutoSchedule, Plan};
-use sparsec::ir::Stage;
 use sparsec::schedule::auto::CpuTuning;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -105,9 +104,7 @@ fn prepare_format<'a>(
     let mut gargs = args.clone();
     driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
     driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
-    let stage3 = |f: &sparsec::ir::Func, plan: &Plan| -> Result<sparsec::ir::Func, String> {
-        driver::lower_with(f, plan).map_err(|x| e(&x))?.into_iter().rev().find(|h| h.stage == Stage::III).ok_or_else(|| "did not reach Stage III".to_string())
-    };
+    let stage3 = |f: &sparsec::ir::Func, plan: &Plan| crate::backends::stage_iii(f, plan).map_err(|x| e(&x));
     let auto = Plan::Auto(AutoSchedule::CpuTuned(CpuTuning::default()));
     // The whole program once: its preprocess fills the pieces.
     let whole = stage3(&g, &auto)?;
@@ -270,11 +267,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
             Ok(tuning) => {
                 let trace = Plan::Auto(AutoSchedule::CpuTuned(tuning)).trace(&s.stage1)?;
                 // Lowered by replaying the trace: what is measured is what `--schedule` replays.
-                let lowered = driver::lower_with(&s.stage1, &Plan::Trace(trace.clone()))?
-                    .into_iter()
-                    .rev()
-                    .find(|g| g.stage == Stage::III)
-                    .ok_or("tune: the schedule did not reach Stage III")?;
+                let lowered = crate::backends::stage_iii(&s.stage1, &Plan::Trace(trace.clone()))?;
                 // Parameters that do not change this program's code are measured once, and shown as
                 // the fewest changes from the default that give the code.
                 let text = sparsec::ir::text::print_func(&lowered);
