@@ -197,16 +197,21 @@ impl SparseCsr {
 
     /// A matrix with this pattern and new entries (`values` of `[nnz]`, f32, same device).
     pub fn with_values(&self, values: Tensor<1>) -> Result<Self> {
+        Self::from_pattern(self.pattern.clone(), values)
+    }
+
+    /// A matrix of `pattern` with `values` (`[nnz]`, f32, on the pattern's device).
+    pub(crate) fn from_pattern(pattern: Arc<Pattern>, values: Tensor<1>) -> Result<Self> {
         let [n] = values.dims();
-        if n != self.nnz() {
+        if n != pattern.nnz() {
             return Err(SparseError::Shape {
                 op: "with_values",
-                detail: format!("the pattern has {} entries, the values {n}", self.nnz()),
+                detail: format!("the pattern has {} entries, the values {n}", pattern.nnz()),
             });
         }
         check_f32("with_values", &values)?;
-        check_device("with_values", &self.pattern.device, &values.device())?;
-        Ok(SparseCsr { pattern: self.pattern.clone(), values })
+        check_device("with_values", &pattern.device, &values.device())?;
+        Ok(SparseCsr { pattern, values })
     }
 
     /// `(rows, cols)`.

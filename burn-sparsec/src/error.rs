@@ -47,6 +47,17 @@ pub enum SparseError {
     /// A kernel could not be built.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// An argument is out of its range (a density, an N:M pattern).
+    #[error("invalid argument to {op}: {detail}")]
+    Argument {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A sparse weight's loaded pattern parameters do not form a matrix.
+    #[error("invalid sparse weight record: {0}")]
+    Record(String),
     /// Reading a tensor back to the host failed.
     #[error("reading a tensor back failed: {0}")]
     ReadBack(String),

@@ -6,6 +6,10 @@
 //!
 //! * [`SparseCsr`] / [`SparseBsr`]: a matrix on a Burn device (index arrays as `i32` Int
 //!   tensors, entries as an `f32` Float tensor), validated when built.
+//! * [`SparseWeight`]: a sparse matrix as a module parameter (constant pattern saved with the
+//!   record, trainable values), [`SparseLinear`] (`y = x · Wᵀ + b`), and pruning: by
+//!   magnitude ([`SparseWeight::magnitude`], [`SparseWeight::prune`]) and N:M / 2:4
+//!   ([`SparseWeight::n_m`]).
 //! * [`spmm`], [`sddmm`], [`spmm_bias_relu`] (SpMM with a fused bias + ReLU epilogue) and
 //!   [`SparseBsr::spmm`].
 //! * Autodiff: on an autodiff device the operations are differentiable in the sparse values
@@ -22,9 +26,13 @@ mod bsr;
 mod csr;
 mod error;
 pub mod kernels;
+mod linear;
+mod weight;
 
 pub use backend::SparseBackend;
 pub use bsr::SparseBsr;
 pub use csr::{sddmm, spmm, spmm_bias_relu, SparseCsr};
 pub use error::{Result, SparseError};
 pub use kernels::{Kernel, KernelError};
+pub use linear::{erdos_renyi_densities, SparseLinear, SparseLinearConfig};
+pub use weight::{SparseStats, SparseWeight};

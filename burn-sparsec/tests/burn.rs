@@ -1,6 +1,7 @@
 //! burn-sparsec end to end on the default wgpu device (lavapipe in CI): forward results
 //! against dense Burn matmul, gradients against Burn autodiff on the densified matrix,
-//! refusals of invalid input, the shipped schedules, and the GCN example.
+//! refusals of invalid input, the shipped schedules, the GCN example, and sparse weights as
+//! module parameters (SparseLinear, records, pruning).
 
 #[path = "burn/common.rs"]
 mod common;
@@ -14,5 +15,9 @@ mod grad;
 mod invalid;
 #[path = "burn/kernels.rs"]
 mod kernels;
+#[path = "burn/layers.rs"]
+mod layers;
 #[path = "burn/schedules.rs"]
 mod schedules;
+#[path = "burn/sparse_mlp.rs"]
+mod sparse_mlp;

@@ -1,0 +1,17 @@
+//! The sparse-MLP example: the 90%-sparse model learns its task (far above chance) beside the
+//! dense one; the accuracy gap is reported by the example, not asserted.
+
+#[allow(dead_code)]
+#[path = "../../examples/sparse_mlp.rs"]
+mod example;
+
+#[test]
+fn a_ninety_percent_sparse_mlp_learns_the_teacher_task() {
+    let o = example::Options { train: 1024, test: 512, hidden: 128, steps: 120, ..Default::default() };
+    let (dense, sparse) = example::compare(&o).unwrap();
+    let chance = 1.0 / o.classes as f64;
+    println!("dense {dense:?}\nsparse {sparse:?}");
+    assert!(sparse.weights * 9 < dense.weights, "{} of {} weights stored", sparse.weights, dense.weights);
+    assert!(dense.accuracy > 4.0 * chance, "dense accuracy {}", dense.accuracy);
+    assert!(sparse.accuracy > 4.0 * chance, "sparse accuracy {}", sparse.accuracy);
+}
