@@ -1,12 +1,13 @@
 //! A 90%-sparse MLP against the dense one on the same task: both trained with Adam on the
-//! default wgpu device, the sparse one made of `SparseLinear` layers (sparsec kernels forward,
-//! SDDMM and the transposed SpMM backward). Prints test accuracy and step time of each.
+//! default wgpu device or on Flex (the CPU), the sparse one made of `SparseLinear` layers
+//! (sparsec kernels forward, SDDMM and the transposed SpMM backward). Prints test accuracy and
+//! step time of each.
 //!
 //! The task: Gaussian inputs labelled by a fixed random linear teacher (the largest of its
 //! projections), split into training and test points.
 //!
 //! ```text
-//! cargo run --release -p burn-sparsec --example sparse_mlp -- --steps 300 --density 0.1
+//! cargo run --release -p burn-sparsec --example sparse_mlp -- --steps 300 --density 0.1 --device flex
 //! ```
 
 use burn::module::Module;
@@ -42,6 +43,8 @@ pub struct Options {
     pub rigl_every: usize,
     /// RigL: fraction of the entries swapped at the first update (decays to 0 by the end).
     pub rigl_fraction: f64,
+    /// Run on Flex (the CPU; sparse kernels through the MLIR JIT) instead of wgpu.
+    pub cpu: bool,
 }
 
 impl Default for Options {
@@ -58,6 +61,7 @@ impl Default for Options {
             lr: 0.01,
             rigl_every: 0,
             rigl_fraction: 0.3,
+            cpu: false,
         }
     }
 }
@@ -213,7 +217,7 @@ pub fn train<M: Classifier>(
 
 /// Trains the dense and the sparse model on the same data; `(dense, sparse)`.
 pub fn compare(o: &Options) -> Result<(Outcome, Outcome), Box<dyn Error>> {
-    let device = Device::wgpu(DeviceKind::default()).autodiff();
+    let device = if o.cpu { Device::flex() } else { Device::wgpu(DeviceKind::default()) }.autodiff();
     device.seed(3);
     let dense = DenseMlp {
         hidden: LinearConfig::new(o.inputs, o.hidden).init(&device),
@@ -241,12 +245,19 @@ fn parse_args() -> Result<Options, String> {
             "--hidden" => o.hidden = value("--hidden")?.parse().map_err(|e| format!("--hidden: {e}"))?,
             "--density" => o.density = value("--density")?.parse().map_err(|e| format!("--density: {e}"))?,
             "--lr" => o.lr = value("--lr")?.parse().map_err(|e| format!("--lr: {e}"))?,
+            "--device" => {
+                o.cpu = match value("--device")?.as_str() {
+                    "flex" | "cpu" => true,
+                    "wgpu" => false,
+                    other => return Err(format!("--device: `{other}` is not flex or wgpu")),
+                }
+            }
             "--rigl-every" => {
                 o.rigl_every = value("--rigl-every")?.parse().map_err(|e| format!("--rigl-every: {e}"))?
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (try --steps N, --hidden N, --density X, --lr X, --rigl-every N)"
+                    "unknown argument `{other}` (try --steps N, --hidden N, --density X, --lr X, --rigl-every N, --device flex|wgpu)"
                 ))
             }
         }

@@ -1,18 +1,19 @@
 //! The backend extension: sparse operations on tensor primitives, implemented for the CubeCL
-//! backend by launching sparsec kernels on Burn's device buffers, and for `Autodiff<Cube>` with
-//! hand-written backward passes.
+//! backend by launching sparsec kernels on Burn's device buffers, for the Flex (CPU) backend by
+//! running the same programs JIT-compiled by the MLIR backend on the host data, and for
+//! `Autodiff<B>` over either with hand-written backward passes.
 //!
 //! Callers (the public functions of this crate) validate shapes, dtypes and devices and build
 //! the kernels before calling in, so the implementations below only see well-formed input.
 
-use crate::kernels::Kernel;
+use crate::kernels::{HostArg, Kernel};
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::ops::{ActivationOps, FloatTensorOps};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::wgpu::{CubeBackend, CubeTensor};
-use burn::backend::{backend_extension, Autodiff, Backend, DType, Shape, TensorMetadata};
+use burn::backend::flex::FlexTensor;
+use burn::backend::{backend_extension, Autodiff, Backend, DType, Flex, Shape, TensorData, TensorMetadata};
 use burn_cubecl::kernel::{cast, into_contiguous};
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use sparsec_backend_cubecl::DeviceArg;
@@ -22,7 +23,7 @@ use sparsec_backend_cubecl::DeviceArg;
 /// `indptr`/`indices` describe a CSR pattern of `rows × cols`; `t_indptr`, `t_indices` and
 /// `t_perm` describe its transpose (`t_perm[q]` is the position in the original of the
 /// transpose's `q`-th entry). The transpose is only read by backward passes.
-#[backend_extension(Cube, Autodiff)]
+#[backend_extension(Cube, Flex, Autodiff)]
 pub trait SparseBackend: Backend {
     /// CSR SpMM: `C[rows, f] = A · rhs` with `A`'s entries in `values` and `rhs` of `[cols, f]`.
     #[allow(clippy::too_many_arguments)]
@@ -234,26 +235,178 @@ impl SparseBackend for CubeBackend {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Autodiff: forward on the inner backend, backward through the same kernels.
+// Flex (CPU): the programs under the default CPU schedule, JIT-compiled by the MLIR backend
+// and run on the tensors' host data.
 
-type Inner = CubeBackend;
+/// The entries of a Flex tensor as `f32` (converted if needed; a conversion cannot fail).
+fn host_f32(t: FlexTensor) -> HostArg {
+    match t.into_data().convert::<f32>().try_into_vec::<f32>() {
+        Ok(v) => HostArg::F32(v),
+        Err(e) => panic!("burn-sparsec: reading a Flex tensor: {e:?}"),
+    }
+}
+
+/// The entries of a Flex integer tensor as `i32` (the callers built them as `i32`).
+fn host_i32(t: FlexTensor) -> HostArg {
+    match t.into_data().convert::<i32>().try_into_vec::<i32>() {
+        Ok(v) => HostArg::I32(v),
+        Err(e) => panic!("burn-sparsec: reading a Flex tensor: {e:?}"),
+    }
+}
+
+/// Runs `kernel` on the CPU and wraps its output `c` as a `shape` tensor. The caller built
+/// the kernel beforehand and checked the operands, so a failure here is a bug in this crate.
+fn run_flex(kernel: Kernel, args: Vec<HostArg>, shape: Vec<usize>) -> FlexTensor {
+    match kernel.run_cpu(args, "c") {
+        Ok(out) => FlexTensor::from_data(TensorData::new(out, shape)),
+        Err(e) => panic!("burn-sparsec: {e}"),
+    }
+}
+
+fn host_scalar(v: usize) -> HostArg {
+    // Sizes were checked to fit i32 when the sparse tensor was built.
+    HostArg::Scalar(v as i64)
+}
+
+impl SparseBackend for Flex {
+    fn csr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let feat = rhs.shape()[1];
+        let nnz = indices.shape().num_elements();
+        let c = HostArg::F32(vec![0.0; rows * feat]);
+        let args = vec![
+            host_f32(values),
+            host_f32(rhs),
+            c,
+            host_i32(indptr),
+            host_i32(indices),
+            host_scalar(rows),
+            host_scalar(cols),
+            host_scalar(feat),
+            host_scalar(nnz),
+        ];
+        run_flex(Kernel::Csrmm, args, vec![rows, feat])
+    }
+
+    fn csr_spmm_bias_relu(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let feat = rhs.shape()[1];
+        let nnz = indices.shape().num_elements();
+        let c = HostArg::F32(vec![0.0; rows * feat]);
+        let args = vec![
+            host_f32(values),
+            host_f32(rhs),
+            host_f32(bias),
+            c,
+            host_i32(indptr),
+            host_i32(indices),
+            host_scalar(rows),
+            host_scalar(cols),
+            host_scalar(feat),
+            host_scalar(nnz),
+        ];
+        run_flex(Kernel::CsrmmBiasRelu, args, vec![rows, feat])
+    }
+
+    fn csr_sddmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        lhs: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let feat = lhs.shape()[1];
+        let nnz = indices.shape().num_elements();
+        let c = HostArg::F32(vec![0.0; nnz]);
+        let args = vec![
+            host_f32(lhs),
+            host_f32(rhs),
+            c,
+            host_i32(indptr),
+            host_i32(indices),
+            host_scalar(rows),
+            host_scalar(cols),
+            host_scalar(feat),
+            host_scalar(nnz),
+        ];
+        run_flex(Kernel::Sddmm, args, vec![nnz])
+    }
+
+    fn bsr_spmm(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        _block_rows: IntTensor<Self>,
+        _t_indptr: IntTensor<Self>,
+        _t_indices: IntTensor<Self>,
+        _t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        nb: usize,
+        mb: usize,
+        blk: usize,
+    ) -> FloatTensor<Self> {
+        let feat = rhs.shape()[1];
+        let nnzb = indices.shape().num_elements();
+        let c = HostArg::F32(vec![0.0; nb * blk * feat]);
+        let args = vec![
+            host_f32(values),
+            host_f32(rhs),
+            c,
+            host_i32(indptr),
+            host_i32(indices),
+            host_scalar(nb),
+            host_scalar(mb),
+            host_scalar(nnzb),
+            host_scalar(blk),
+            host_scalar(feat),
+        ];
+        run_flex(Kernel::Bsrmm, args, vec![nb * blk, feat])
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autodiff: forward on the inner backend (CubeCL or Flex), backward through the same kernels.
+
 
 /// The CSR pattern and its transpose, kept for the backward pass.
 #[derive(Clone, Debug)]
-struct Pattern {
-    indptr: IntTensor<Inner>,
-    indices: IntTensor<Inner>,
-    t_indptr: IntTensor<Inner>,
-    t_indices: IntTensor<Inner>,
-    t_perm: IntTensor<Inner>,
+struct Pattern<B: SparseBackend> {
+    indptr: IntTensor<B>,
+    indices: IntTensor<B>,
+    t_indptr: IntTensor<B>,
+    t_indices: IntTensor<B>,
+    t_perm: IntTensor<B>,
     rows: usize,
     cols: usize,
 }
 
-impl Pattern {
+impl<B: SparseBackend> Pattern<B> {
     /// `A · rhs` for `A` with this pattern.
-    fn spmm(&self, values: FloatTensor<Inner>, rhs: FloatTensor<Inner>) -> FloatTensor<Inner> {
-        Inner::csr_spmm(
+    fn spmm(&self, values: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+        B::csr_spmm(
             self.indptr.clone(),
             self.indices.clone(),
             self.t_indptr.clone(),
@@ -267,9 +420,9 @@ impl Pattern {
     }
 
     /// `Aᵀ · rhs`: the transpose's values are `values[t_perm]`.
-    fn spmm_t(&self, values: FloatTensor<Inner>, rhs: FloatTensor<Inner>) -> FloatTensor<Inner> {
-        let tv = Inner::float_select(values, 0, self.t_perm.clone());
-        Inner::csr_spmm(
+    fn spmm_t(&self, values: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+        let tv = B::float_select(values, 0, self.t_perm.clone());
+        B::csr_spmm(
             self.t_indptr.clone(),
             self.t_indices.clone(),
             self.indptr.clone(),
@@ -283,8 +436,8 @@ impl Pattern {
     }
 
     /// SDDMM on this pattern.
-    fn sddmm(&self, lhs: FloatTensor<Inner>, rhs: FloatTensor<Inner>) -> FloatTensor<Inner> {
-        Inner::csr_sddmm(
+    fn sddmm(&self, lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+        B::csr_sddmm(
             self.indptr.clone(),
             self.indices.clone(),
             self.t_indptr.clone(),
@@ -302,18 +455,18 @@ impl Pattern {
 #[derive(Debug)]
 struct SpmmBackward;
 
-impl Backward<Inner, 2> for SpmmBackward {
-    type State = (Pattern, FloatTensor<Inner>, FloatTensor<Inner>);
+impl<B: SparseBackend> Backward<B, 2> for SpmmBackward {
+    type State = (Pattern<B>, FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _c: &mut Checkpointer) {
         let [node_v, node_b] = ops.parents;
-        let grad = grads.consume::<Inner>(&ops.node);
+        let grad = grads.consume::<B>(&ops.node);
         let (pattern, values, rhs) = ops.state;
         if let Some(node) = node_v {
-            grads.register::<Inner>(node.id, pattern.sddmm(grad.clone(), rhs));
+            grads.register::<B>(node.id, pattern.sddmm(grad.clone(), rhs));
         }
         if let Some(node) = node_b {
-            grads.register::<Inner>(node.id, pattern.spmm_t(values, grad));
+            grads.register::<B>(node.id, pattern.spmm_t(values, grad));
         }
     }
 }
@@ -323,24 +476,24 @@ impl Backward<Inner, 2> for SpmmBackward {
 #[derive(Debug)]
 struct SpmmBiasReluBackward;
 
-impl Backward<Inner, 3> for SpmmBiasReluBackward {
-    type State = (Pattern, FloatTensor<Inner>, FloatTensor<Inner>, FloatTensor<Inner>);
+impl<B: SparseBackend> Backward<B, 3> for SpmmBiasReluBackward {
+    type State = (Pattern<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _c: &mut Checkpointer) {
         let [node_v, node_b, node_bias] = ops.parents;
-        let grad = grads.consume::<Inner>(&ops.node);
+        let grad = grads.consume::<B>(&ops.node);
         let (pattern, values, rhs, out) = ops.state;
-        let grad = Inner::relu_backward(out, grad);
+        let grad = B::relu_backward(out, grad);
         if let Some(node) = node_v {
-            grads.register::<Inner>(node.id, pattern.sddmm(grad.clone(), rhs));
+            grads.register::<B>(node.id, pattern.sddmm(grad.clone(), rhs));
         }
         if let Some(node) = node_b {
-            grads.register::<Inner>(node.id, pattern.spmm_t(values, grad.clone()));
+            grads.register::<B>(node.id, pattern.spmm_t(values, grad.clone()));
         }
         if let Some(node) = node_bias {
             let feat = grad.shape()[1];
-            let summed = Inner::float_sum_dim(grad, 0);
-            grads.register::<Inner>(node.id, Inner::float_reshape(summed, Shape::new([feat])));
+            let summed = B::float_sum_dim(grad, 0);
+            grads.register::<B>(node.id, B::float_reshape(summed, Shape::new([feat])));
         }
     }
 }
@@ -349,18 +502,18 @@ impl Backward<Inner, 3> for SpmmBiasReluBackward {
 #[derive(Debug)]
 struct SddmmBackward;
 
-impl Backward<Inner, 2> for SddmmBackward {
-    type State = (Pattern, FloatTensor<Inner>, FloatTensor<Inner>);
+impl<B: SparseBackend> Backward<B, 2> for SddmmBackward {
+    type State = (Pattern<B>, FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _c: &mut Checkpointer) {
         let [node_l, node_r] = ops.parents;
-        let grad = grads.consume::<Inner>(&ops.node);
+        let grad = grads.consume::<B>(&ops.node);
         let (pattern, lhs, rhs) = ops.state;
         if let Some(node) = node_l {
-            grads.register::<Inner>(node.id, pattern.spmm(grad.clone(), rhs));
+            grads.register::<B>(node.id, pattern.spmm(grad.clone(), rhs));
         }
         if let Some(node) = node_r {
-            grads.register::<Inner>(node.id, pattern.spmm_t(grad, lhs));
+            grads.register::<B>(node.id, pattern.spmm_t(grad, lhs));
         }
     }
 }
@@ -374,18 +527,18 @@ struct BsrBackward;
 /// Block pattern state: the pattern and its transpose plus the row/column block of every
 /// stored block, and the sizes.
 #[derive(Clone, Debug)]
-struct BsrState {
-    pattern: Pattern,
-    block_rows: IntTensor<Inner>,
+struct BsrState<B: SparseBackend> {
+    pattern: Pattern<B>,
+    block_rows: IntTensor<B>,
     blk: usize,
 }
 
-impl Backward<Inner, 2> for BsrBackward {
-    type State = (BsrState, FloatTensor<Inner>, FloatTensor<Inner>);
+impl<B: SparseBackend> Backward<B, 2> for BsrBackward {
+    type State = (BsrState<B>, FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _c: &mut Checkpointer) {
         let [node_v, node_b] = ops.parents;
-        let grad = grads.consume::<Inner>(&ops.node);
+        let grad = grads.consume::<B>(&ops.node);
         let (st, values, rhs) = ops.state;
         let p = &st.pattern;
         let (nb, mb, blk) = (p.rows, p.cols, st.blk);
@@ -393,21 +546,21 @@ impl Backward<Inner, 2> for BsrBackward {
         let feat = grad.shape()[1];
         if let Some(node) = node_v {
             // [nnzb, blk, f] slices of dC and B, then dC_sel · B_selᵀ.
-            let dc = Inner::float_reshape(grad.clone(), Shape::new([nb, blk * feat]));
-            let dc = Inner::float_select(dc, 0, st.block_rows.clone());
-            let dc = Inner::float_reshape(dc, Shape::new([nnzb, blk, feat]));
-            let b = Inner::float_reshape(rhs, Shape::new([mb, blk * feat]));
-            let b = Inner::float_select(b, 0, p.indices.clone());
-            let b = Inner::float_reshape(b, Shape::new([nnzb, blk, feat]));
-            let da = Inner::float_matmul(dc, Inner::float_swap_dims(b, 1, 2));
-            grads.register::<Inner>(node.id, Inner::float_reshape(da, Shape::new([nnzb * blk * blk])));
+            let dc = B::float_reshape(grad.clone(), Shape::new([nb, blk * feat]));
+            let dc = B::float_select(dc, 0, st.block_rows.clone());
+            let dc = B::float_reshape(dc, Shape::new([nnzb, blk, feat]));
+            let b = B::float_reshape(rhs, Shape::new([mb, blk * feat]));
+            let b = B::float_select(b, 0, p.indices.clone());
+            let b = B::float_reshape(b, Shape::new([nnzb, blk, feat]));
+            let da = B::float_matmul(dc, B::float_swap_dims(b, 1, 2));
+            grads.register::<B>(node.id, B::float_reshape(da, Shape::new([nnzb * blk * blk])));
         }
         if let Some(node) = node_b {
-            let v = Inner::float_reshape(values, Shape::new([nnzb, blk, blk]));
-            let v = Inner::float_select(v, 0, p.t_perm.clone());
-            let v = Inner::float_swap_dims(v, 1, 2);
-            let v = Inner::float_reshape(v, Shape::new([nnzb * blk * blk]));
-            let db = Inner::bsr_spmm(
+            let v = B::float_reshape(values, Shape::new([nnzb, blk, blk]));
+            let v = B::float_select(v, 0, p.t_perm.clone());
+            let v = B::float_swap_dims(v, 1, 2);
+            let v = B::float_reshape(v, Shape::new([nnzb * blk * blk]));
+            let db = B::bsr_spmm(
                 p.t_indptr.clone(),
                 p.t_indices.clone(),
                 st.block_rows.clone(),
@@ -420,12 +573,12 @@ impl Backward<Inner, 2> for BsrBackward {
                 nb,
                 blk,
             );
-            grads.register::<Inner>(node.id, db);
+            grads.register::<B>(node.id, db);
         }
     }
 }
 
-impl<C: CheckpointStrategy> SparseBackend for Autodiff<Inner, C> {
+impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
     fn csr_spmm(
         indptr: IntTensor<Self>,
         indices: IntTensor<Self>,
@@ -463,8 +616,8 @@ impl<C: CheckpointStrategy> SparseBackend for Autodiff<Inner, C> {
         cols: usize,
     ) -> FloatTensor<Self> {
         let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
-        let fused = |p: &Pattern, v, b, bias| {
-            Inner::csr_spmm_bias_relu(
+        let fused = |p: &Pattern<B>, v, b, bias| {
+            B::csr_spmm_bias_relu(
                 p.indptr.clone(),
                 p.indices.clone(),
                 p.t_indptr.clone(),
@@ -533,8 +686,8 @@ impl<C: CheckpointStrategy> SparseBackend for Autodiff<Inner, C> {
         mb: usize,
         blk: usize,
     ) -> FloatTensor<Self> {
-        let forward = |p: &Pattern, block_rows: &IntTensor<Inner>, v, b| {
-            Inner::bsr_spmm(
+        let forward = |p: &Pattern<B>, block_rows: &IntTensor<B>, v, b| {
+            B::bsr_spmm(
                 p.indptr.clone(),
                 p.indices.clone(),
                 block_rows.clone(),

@@ -1,7 +1,7 @@
 //! [`SparseBsr`]: a block-sparse (BSR) matrix on a Burn device.
 
 use crate::backend::SparseBackend;
-use crate::csr::{check_cube, check_device, check_f32, fit, int_tensor, transpose_host};
+use crate::csr::{check_device, check_f32, check_supported, fit, int_tensor, prepare, transpose_host};
 use crate::error::{Result, SparseError};
 use crate::kernels::Kernel;
 use burn::backend::Dispatch;
@@ -53,7 +53,7 @@ impl SparseBsr {
         device: &Device,
     ) -> Result<Self> {
         check_bsr(rows, cols, blk, &indptr, &indices, &values, &ValidateOptions::STRICT).into_result()?;
-        check_cube(device)?;
+        check_supported(device)?;
         let (nb, mb) = (rows.div_ceil(blk), cols.div_ceil(blk));
         fit("padded rows", nb * blk)?;
         fit("padded cols", mb * blk)?;
@@ -208,7 +208,7 @@ impl SparseBsr {
             return Err(SparseError::Shape { op: "bsr spmm", detail: format!("rhs has {r} rows, expected {}", p.cols) });
         }
         fit("dense elements", (p.mb * p.blk).saturating_mul(f).max(p.nb * p.blk * f))?;
-        Kernel::Bsrmm.compiled()?;
+        prepare(&[Kernel::Bsrmm], &self.pattern.device)?;
         // Zero rows pad the operand to whole blocks; the padded output rows are cut off.
         let pad = p.mb * p.blk - p.cols;
         let rhs = if pad > 0 {

@@ -69,12 +69,34 @@ pub(crate) fn transpose_host(cols: usize, indptr: &[i32], indices: &[i32]) -> (V
     (t_ptr, t_idx, perm)
 }
 
-/// Whether `device` (or the device an autodiff device wraps) is a CubeCL device.
-pub(crate) fn check_cube(device: &Device) -> Result<()> {
+/// Whether `device` (or the device an autodiff device wraps) runs the kernels: a CubeCL device
+/// (the traced GPU programs) or a Flex device (the CPU programs through the MLIR JIT).
+pub(crate) fn check_supported(device: &Device) -> Result<()> {
+    cpu_device(device).map(|_| ())
+}
+
+/// Whether `device` runs the CPU kernels (Flex) rather than the CubeCL ones; an error for a
+/// device that runs neither.
+pub(crate) fn cpu_device(device: &Device) -> Result<bool> {
     match device.clone().inner().as_dispatch() {
-        burn::backend::DispatchDevice::Cube(_) => Ok(()),
-        other => Err(SparseError::NotCube(format!("{other:?}"))),
+        burn::backend::DispatchDevice::Cube(_) => Ok(false),
+        burn::backend::DispatchDevice::Flex(_) => Ok(true),
+        other => Err(SparseError::UnsupportedDevice(format!("{other:?}"))),
     }
+}
+
+/// Builds `kernels` for `device`, so a kernel that does not build is an error before the
+/// operation runs.
+pub(crate) fn prepare(kernels: &[Kernel], device: &Device) -> Result<()> {
+    let cpu = cpu_device(device)?;
+    for k in kernels {
+        if cpu {
+            k.cpu_compiled()?;
+        } else {
+            k.compiled()?;
+        }
+    }
+    Ok(())
 }
 
 impl Pattern {
@@ -84,7 +106,7 @@ impl Pattern {
         fit("rows", rows)?;
         fit("cols", cols)?;
         fit("nnz", indices.len())?;
-        check_cube(device)?;
+        check_supported(device)?;
         let values = vec![1.0f32; indices.len()];
         check_compressed(rows, cols, &indptr, &indices, &values, &ValidateOptions::STRICT).into_result()?;
         Ok(Pattern {
@@ -365,10 +387,7 @@ impl SparseCsr {
 
     /// Builds the kernels an operation and its backward pass use, so failures are errors.
     fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
-        for k in kernels {
-            k.compiled()?;
-        }
-        Ok(())
+        prepare(kernels, &self.pattern.device)
     }
 
     /// A dense f32 operand of `[rows, _]` on this matrix's device.

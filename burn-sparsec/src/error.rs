@@ -41,9 +41,9 @@ pub enum SparseError {
         /// The type found.
         found: String,
     },
-    /// The device is not a CubeCL device (the kernels run on the `Cube` backend only).
-    #[error("sparsec kernels run on CubeCL devices (wgpu, CUDA, ...); found {0}")]
-    NotCube(String),
+    /// The device runs none of the kernels (they run on CubeCL devices and on Flex).
+    #[error("sparsec kernels run on CubeCL devices (wgpu, CUDA, ...) and on Flex (the CPU, through the MLIR JIT); found {0}")]
+    UnsupportedDevice(String),
     /// A kernel could not be built.
     #[error(transparent)]
     Kernel(#[from] KernelError),

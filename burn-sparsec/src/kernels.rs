@@ -1,7 +1,11 @@
 //! The shipped kernels: each is a `.sptir` program and a schedule trace (`kernels/`), compiled
-//! through sparsec's CubeCL backend on first use and cached for the life of the process.
+//! on first use and cached for the life of the process: through sparsec's CubeCL backend with
+//! the trace for CubeCL devices, and through the MLIR CPU JIT under the default CPU schedule
+//! for Flex (CPU) devices.
 
 use sparsec_backend_cubecl::CompiledProgram;
+use sparsec_backend_mlir::{CpuKernel, CpuOptions};
+use sparsec_ir::data::{Args, Array};
 use sparsec_ir::Func;
 use sparsec_schedule::Trace;
 use std::collections::HashMap;
@@ -37,6 +41,14 @@ pub enum KernelError {
     /// A launch was refused (wrong arguments for the program).
     #[error("kernel `{kernel}`: launch refused: {detail}")]
     Launch {
+        /// Kernel name.
+        kernel: &'static str,
+        /// The backend's message.
+        detail: String,
+    },
+    /// The MLIR CPU backend refused the program or a run.
+    #[error("kernel `{kernel}` on the CPU: {detail}")]
+    Cpu {
         /// Kernel name.
         kernel: &'static str,
         /// The backend's message.
@@ -125,4 +137,65 @@ impl Kernel {
         let mut guard = cache.lock().map_err(|_| KernelError::Poisoned)?;
         Ok(guard.entry(self).or_insert_with(|| Arc::new(prog)).clone())
     }
+
+    /// The program at Stage III under the default CPU schedule (`--auto cpu`), through the
+    /// driver's one pipeline.
+    pub fn cpu_scheduled(self) -> Result<Func, KernelError> {
+        let err = |detail: String| KernelError::Schedule { kernel: self.name(), detail };
+        let plan = sparsec::driver::Plan::Auto(sparsec::driver::AutoSchedule::Cpu);
+        let mut stages = sparsec::driver::lower_with(&self.program()?, &plan).map_err(|e| err(e.to_string()))?;
+        stages.pop().ok_or_else(|| err("the pipeline produced no function".into()))
+    }
+
+    /// The JIT-compiled CPU kernel, built on first use and cached (a kernel runs one call at a
+    /// time: it is not `Sync`).
+    pub fn cpu_compiled(self) -> Result<Arc<Mutex<CpuKernel>>, KernelError> {
+        static CACHE: OnceLock<Mutex<HashMap<Kernel, Arc<Mutex<CpuKernel>>>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+        if let Some(k) = cache.lock().map_err(|_| KernelError::Poisoned)?.get(&self) {
+            return Ok(k.clone());
+        }
+        let func = self.cpu_scheduled()?;
+        let kernel = CpuKernel::compile(&func, &CpuOptions::default())
+            .map_err(|e| KernelError::Cpu { kernel: self.name(), detail: e.to_string() })?;
+        let mut guard = cache.lock().map_err(|_| KernelError::Poisoned)?;
+        Ok(guard.entry(self).or_insert_with(|| Arc::new(Mutex::new(kernel))).clone())
+    }
+
+    /// Runs the CPU kernel on host arrays given in parameter order and returns the array bound
+    /// to the parameter `output` after the call. The kernel checks every array and scalar
+    /// against the program's axes before it runs.
+    pub(crate) fn run_cpu(self, args: Vec<HostArg>, output: &str) -> Result<Vec<f32>, KernelError> {
+        let err = |detail: String| KernelError::Cpu { kernel: self.name(), detail };
+        let kernel = self.cpu_compiled()?;
+        let kernel = kernel.lock().map_err(|_| KernelError::Poisoned)?;
+        let params = &kernel.func().params;
+        if params.len() != args.len() {
+            return Err(err(format!("{} arguments for {} parameters", args.len(), params.len())));
+        }
+        let mut call = Args::new();
+        for (p, a) in params.iter().zip(args) {
+            match a {
+                HostArg::F32(v) => call.array(p.name.clone(), Array::F32(v)),
+                HostArg::I32(v) => call.array(p.name.clone(), Array::I32(v)),
+                HostArg::Scalar(v) => call.int(p.name.clone(), v),
+            };
+        }
+        kernel.run(&mut call).map_err(|e| err(e.to_string()))?;
+        match call.arrays.swap_remove(output) {
+            Some(Array::F32(v)) => Ok(v),
+            _ => Err(err(format!("no f32 array `{output}` after the call"))),
+        }
+    }
+}
+
+/// A host argument of a CPU kernel call.
+#[derive(Debug)]
+pub(crate) enum HostArg {
+    /// An `f32` array.
+    F32(Vec<f32>),
+    /// An `i32` array.
+    I32(Vec<i32>),
+    /// An integer scalar.
+    Scalar(i64),
 }

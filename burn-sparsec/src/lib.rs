@@ -17,7 +17,9 @@
 //!   cached transposed pattern), through Burn's backend-extension mechanism.
 //!
 //! The kernels run on CubeCL devices (`Device::wgpu(..)`, CUDA, ...), without Burn's `fusion`
-//! feature; other devices get [`SparseError::NotCube`].
+//! feature, and on Flex (`Device::flex()`, the CPU), where the same programs run under the
+//! default CPU schedule, JIT-compiled by sparsec's MLIR backend; other devices get
+//! [`SparseError::UnsupportedDevice`].
 
 #![warn(missing_docs)]
 

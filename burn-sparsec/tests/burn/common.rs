@@ -9,6 +9,11 @@ pub fn device() -> Device {
     Device::wgpu(DeviceKind::default())
 }
 
+/// The devices the kernels run on: wgpu (CubeCL) and Flex (the CPU through the MLIR JIT).
+pub fn devices() -> Vec<Device> {
+    vec![device(), Device::flex()]
+}
+
 /// The default wgpu device with autodiff.
 pub fn ad_device() -> Device {
     device().autodiff()

@@ -1,5 +1,6 @@
 //! Forward results against dense Burn matmul (fp32, rtol 1e-4) on every shared and generated
-//! matrix. Matrices too big to densify are compared on three windows of rows.
+//! matrix, on wgpu (CubeCL kernels) and Flex (the CPU kernels through the MLIR JIT).
+//! Matrices too big to densify are compared on three windows of rows.
 
 use crate::common::*;
 use burn::tensor::{activation::relu, Device, Tensor, TensorData};
@@ -38,7 +39,13 @@ fn rows_of(t: &Tensor<2>, r: &Range<usize>) -> Tensor<2> {
 
 #[test]
 fn spmm_matches_dense_matmul() {
-    let dev = device();
+    for dev in devices() {
+        spmm_matches_dense_matmul_on(&dev);
+    }
+}
+
+fn spmm_matches_dense_matmul_on(dev: &Device) {
+    let dev = dev.clone();
     for (name, m) in matrices() {
         let f = feat(&m);
         let a = sparse(&m, &dev);
@@ -54,7 +61,13 @@ fn spmm_matches_dense_matmul() {
 
 #[test]
 fn spmm_bias_relu_matches_dense() {
-    let dev = device();
+    for dev in devices() {
+        spmm_bias_relu_matches_dense_on(&dev);
+    }
+}
+
+fn spmm_bias_relu_matches_dense_on(dev: &Device) {
+    let dev = dev.clone();
     for (name, m) in matrices() {
         let f = feat(&m);
         let a = sparse(&m, &dev);
@@ -70,7 +83,13 @@ fn spmm_bias_relu_matches_dense() {
 
 #[test]
 fn sddmm_matches_sampled_dense_matmul() {
-    let dev = device();
+    for dev in devices() {
+        sddmm_matches_sampled_dense_matmul_on(&dev);
+    }
+}
+
+fn sddmm_matches_sampled_dense_matmul_on(dev: &Device) {
+    let dev = dev.clone();
     for (name, m) in matrices() {
         let f = feat(&m);
         let a = sparse(&m, &dev);
@@ -95,7 +114,13 @@ fn sddmm_matches_sampled_dense_matmul() {
 
 #[test]
 fn bsr_spmm_matches_dense_matmul() {
-    let dev = device();
+    for dev in devices() {
+        bsr_spmm_matches_dense_matmul_on(&dev);
+    }
+}
+
+fn bsr_spmm_matches_dense_matmul_on(dev: &Device) {
+    let dev = dev.clone();
     for (name, m) in matrices() {
         let f = feat(&m).min(16);
         let idx = |v: &[usize]| v.iter().map(|&x| x as i32).collect::<Vec<_>>();
@@ -116,7 +141,13 @@ fn bsr_spmm_matches_dense_matmul() {
 
 #[test]
 fn dense_roundtrips() {
-    let dev = device();
+    for dev in devices() {
+        dense_roundtrips_on(&dev);
+    }
+}
+
+fn dense_roundtrips_on(dev: &Device) {
+    let dev = dev.clone();
     for (name, m) in matrices().into_iter().filter(|(_, m)| small(m) && m.rows * m.cols <= 1 << 20) {
         let d = Tensor::<2>::from_data(TensorData::new(m.to_dense(), [m.rows, m.cols]), &dev);
         let a = SparseCsr::from_dense(d.clone(), 0.0).unwrap();
@@ -131,7 +162,13 @@ fn dense_roundtrips() {
 
 #[test]
 fn from_dense_keeps_entries_above_the_threshold() {
-    let dev = device();
+    for dev in devices() {
+        from_dense_keeps_entries_above_the_threshold_on(&dev);
+    }
+}
+
+fn from_dense_keeps_entries_above_the_threshold_on(dev: &Device) {
+    let dev = dev.clone();
     let d = Tensor::<2>::from_data(TensorData::new(vec![0.5f32, -0.05, 0.0, 2.0, 0.09, -3.0], [2, 3]), &dev);
     let a = SparseCsr::from_dense(d, 0.1).unwrap();
     let csr = a.to_csr().unwrap();

@@ -1,6 +1,6 @@
 //! Gradients against Burn autodiff on the densified matrix (rtol 1e-3): the sparse value
 //! gradients must equal the dense gradient at the pattern's positions, and the dense operand
-//! gradients must agree.
+//! gradients must agree; on wgpu and on Flex.
 
 use crate::common::*;
 use burn::tensor::{activation::relu, Device, Tensor, TensorData};
@@ -35,7 +35,13 @@ fn at_pattern(m: &Mat, d: &[f32]) -> Vec<f32> {
 
 #[test]
 fn spmm_gradients_match_dense_autodiff() {
-    let dev = ad_device();
+    for dev in devices() {
+        spmm_gradients_match_dense_autodiff_on(&dev);
+    }
+}
+
+fn spmm_gradients_match_dense_autodiff_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     for (name, m) in grad_matrices() {
         let f = 7;
         let w = dense(m.rows, f, 11, &dev);
@@ -57,7 +63,13 @@ fn spmm_gradients_match_dense_autodiff() {
 
 #[test]
 fn spmm_bias_relu_gradients_match_dense_autodiff() {
-    let dev = ad_device();
+    for dev in devices() {
+        spmm_bias_relu_gradients_match_dense_autodiff_on(&dev);
+    }
+}
+
+fn spmm_bias_relu_gradients_match_dense_autodiff_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     for (name, m) in grad_matrices() {
         let f = 5;
         let w = dense(m.rows, f, 21, &dev);
@@ -81,7 +93,13 @@ fn spmm_bias_relu_gradients_match_dense_autodiff() {
 
 #[test]
 fn sddmm_gradients_match_dense_autodiff() {
-    let dev = ad_device();
+    for dev in devices() {
+        sddmm_gradients_match_dense_autodiff_on(&dev);
+    }
+}
+
+fn sddmm_gradients_match_dense_autodiff_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     for (name, m) in grad_matrices() {
         let f = 6;
         let a = sparse(&m, &dev);
@@ -103,7 +121,13 @@ fn sddmm_gradients_match_dense_autodiff() {
 
 #[test]
 fn bsr_gradients_match_dense_autodiff() {
-    let dev = ad_device();
+    for dev in devices() {
+        bsr_gradients_match_dense_autodiff_on(&dev);
+    }
+}
+
+fn bsr_gradients_match_dense_autodiff_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     for (name, m) in grad_matrices().into_iter().filter(|(_, m)| m.rows * m.cols <= 1 << 20) {
         let f = 4;
         let idx = |v: &[usize]| v.iter().map(|&x| x as i32).collect::<Vec<_>>();

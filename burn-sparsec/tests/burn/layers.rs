@@ -27,7 +27,13 @@ fn pattern(w: &SparseWeight) -> (Vec<usize>, Vec<usize>) {
 
 #[test]
 fn sparse_linear_equals_dense_linear_on_its_densified_weight() {
-    let dev = device();
+    for dev in devices() {
+        sparse_linear_equals_dense_linear_on_its_densified_weight_on(&dev);
+    }
+}
+
+fn sparse_linear_equals_dense_linear_on_its_densified_weight_on(dev: &Device) {
+    let dev = dev.clone();
     // (d_input, d_output, density, batch)
     for (i, &(din, dout, density, batch)) in
         [(64, 32, 0.1, 16), (33, 17, 0.5, 5), (128, 10, 1.0, 3), (20, 7, 0.01, 9), (48, 1, 0.25, 1)].iter().enumerate()
@@ -52,7 +58,13 @@ fn sparse_linear_equals_dense_linear_on_its_densified_weight() {
 
 #[test]
 fn sparse_linear_gradients_match_dense_autodiff_and_finite_differences() {
-    let dev = ad_device();
+    for dev in devices() {
+        sparse_linear_gradients_match_dense_autodiff_and_finite_differences_on(&dev);
+    }
+}
+
+fn sparse_linear_gradients_match_dense_autodiff_and_finite_differences_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     let (din, dout, batch) = (40, 24, 6);
     let layer = SparseLinearConfig::new(din, dout).with_density(0.2).with_seed(3).init(&dev).unwrap();
     let w = dense(batch, dout, 31, &dev);
@@ -79,7 +91,7 @@ fn sparse_linear_gradients_match_dense_autodiff_and_finite_differences() {
     close("db", &db, &host(b.grad(&grads).unwrap()), 1e-3);
 
     // Central differences in a few values, on the plain device.
-    let plain = device();
+    let plain = dev.clone().inner();
     let values = host(layer.weight.values());
     let (indptr32, indices32): (Vec<i32>, Vec<i32>) =
         (indptr.iter().map(|&v| v as i32).collect(), indices.iter().map(|&v| v as i32).collect());
@@ -151,7 +163,13 @@ fn accuracy(logits: Tensor<2>, labels: &[i64]) -> f64 {
 
 #[test]
 fn a_sparse_mlp_trains_with_adam_and_its_record_replays() {
-    let dev = ad_device();
+    for dev in devices() {
+        a_sparse_mlp_trains_with_adam_and_its_record_replays_on(&dev);
+    }
+}
+
+fn a_sparse_mlp_trains_with_adam_and_its_record_replays_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     let (x, y, labels) = teacher_task(&dev);
     let loss_fn = CrossEntropyLossConfig::new().init(&dev);
     let mut model = SparseMlp::new(5, &dev);
@@ -211,7 +229,13 @@ fn ints(v: Vec<i32>, dev: &Device) -> Param<Tensor<1, Int>> {
 
 #[test]
 fn a_malformed_record_is_refused_before_any_launch() {
-    let dev = device();
+    for dev in devices() {
+        a_malformed_record_is_refused_before_any_launch_on(&dev);
+    }
+}
+
+fn a_malformed_record_is_refused_before_any_launch_on(dev: &Device) {
+    let dev = dev.clone();
     // The target: 3 × 4 with 4 entries.
     let target = || SparseWeight::from_parts(3, 4, vec![0, 1, 3, 4], vec![0, 1, 3, 2], vec![1.0; 4], &dev).unwrap();
     let good = target();
@@ -242,7 +266,13 @@ fn a_malformed_record_is_refused_before_any_launch() {
 
 #[test]
 fn pruning_keeps_the_stated_density_and_pattern() {
-    let dev = device();
+    for dev in devices() {
+        pruning_keeps_the_stated_density_and_pattern_on(&dev);
+    }
+}
+
+fn pruning_keeps_the_stated_density_and_pattern_on(dev: &Device) {
+    let dev = dev.clone();
     let (rows, cols) = (40, 48);
     let d = dense(rows, cols, 55, &dev);
     let flat = host(d.clone());
@@ -301,7 +331,13 @@ fn pruning_keeps_the_stated_density_and_pattern() {
 
 #[test]
 fn rigl_drops_the_smallest_entries_and_grows_the_largest_gradients() {
-    let dev = ad_device();
+    for dev in devices() {
+        rigl_drops_the_smallest_entries_and_grows_the_largest_gradients_on(&dev);
+    }
+}
+
+fn rigl_drops_the_smallest_entries_and_grows_the_largest_gradients_on(dev: &Device) {
+    let dev = dev.clone().autodiff();
     let (din, dout, batch) = (24, 12, 8);
     let layer = SparseLinearConfig::new(din, dout).with_density(0.25).with_seed(4).init(&dev).unwrap();
     // The dense gradient of a loss, through a tracked dense view of the weight.
