@@ -10,9 +10,9 @@ use crate::kernels::{HostArg, Kernel};
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::wgpu::{CubeBackend, CubeTensor};
-use burn::backend::flex::FlexTensor;
 use burn::backend::{backend_extension, Autodiff, Backend, DType, Flex, Shape, TensorData, TensorMetadata};
 use burn_cubecl::kernel::{cast, into_contiguous};
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -89,6 +89,182 @@ pub trait SparseBackend: Backend {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The kernels' calls, written once: each operation's operands in its program's parameter
+// order. A backend that runs kernels turns them into its own arguments.
+
+/// One operand of a kernel call, in the program's parameter order.
+enum Operand<B: Backend> {
+    /// An `f32` array.
+    Float(FloatTensor<B>),
+    /// An `i32` array.
+    Int(IntTensor<B>),
+    /// The output: a fresh `f32` array of this shape.
+    Output(Vec<usize>),
+    /// An integer scalar (sizes were checked to fit `i32` when the matrix was built).
+    Scalar(usize),
+}
+
+/// A backend that runs the shipped kernels on its own tensors.
+trait KernelHost: Backend {
+    /// Runs `kernel` on `operands` (parameter order) and returns its output. The caller built
+    /// the kernel beforehand and checked the operands (the public operations do), so a failure
+    /// here is a bug in this crate.
+    fn run(kernel: Kernel, operands: Vec<Operand<Self>>) -> FloatTensor<Self>;
+}
+
+/// `csrmm` / `csrmm_bias_relu`: `C[rows, feat] = A · rhs` (with `bias` after `rhs`).
+fn spmm_call<B: Backend>(
+    indptr: IntTensor<B>,
+    indices: IntTensor<B>,
+    values: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    rows: usize,
+    cols: usize,
+) -> (Kernel, Vec<Operand<B>>) {
+    let feat = rhs.shape()[1];
+    let nnz = indices.shape().num_elements();
+    let kernel = if bias.is_some() { Kernel::CsrmmBiasRelu } else { Kernel::Csrmm };
+    let mut ops = vec![Operand::Float(values), Operand::Float(rhs)];
+    ops.extend(bias.map(Operand::Float));
+    ops.extend([
+        Operand::Output(vec![rows, feat]),
+        Operand::Int(indptr),
+        Operand::Int(indices),
+        Operand::Scalar(rows),
+        Operand::Scalar(cols),
+        Operand::Scalar(feat),
+        Operand::Scalar(nnz),
+    ]);
+    (kernel, ops)
+}
+
+/// `sddmm`: `C[nnz]` on the pattern from `lhs[rows, feat]` and `rhs[cols, feat]`.
+fn sddmm_call<B: Backend>(
+    indptr: IntTensor<B>,
+    indices: IntTensor<B>,
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    rows: usize,
+    cols: usize,
+) -> (Kernel, Vec<Operand<B>>) {
+    let feat = lhs.shape()[1];
+    let nnz = indices.shape().num_elements();
+    let ops = vec![
+        Operand::Float(lhs),
+        Operand::Float(rhs),
+        Operand::Output(vec![nnz]),
+        Operand::Int(indptr),
+        Operand::Int(indices),
+        Operand::Scalar(rows),
+        Operand::Scalar(cols),
+        Operand::Scalar(feat),
+        Operand::Scalar(nnz),
+    ];
+    (Kernel::Sddmm, ops)
+}
+
+/// `bsrmm`: `C[nb·blk, feat] = A · rhs` for `nb × mb` blocks of `blk × blk`.
+fn bsrmm_call<B: Backend>(
+    indptr: IntTensor<B>,
+    indices: IntTensor<B>,
+    values: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    nb: usize,
+    mb: usize,
+    blk: usize,
+) -> (Kernel, Vec<Operand<B>>) {
+    let feat = rhs.shape()[1];
+    let nnzb = indices.shape().num_elements();
+    let ops = vec![
+        Operand::Float(values),
+        Operand::Float(rhs),
+        Operand::Output(vec![nb * blk, feat]),
+        Operand::Int(indptr),
+        Operand::Int(indices),
+        Operand::Scalar(nb),
+        Operand::Scalar(mb),
+        Operand::Scalar(nnzb),
+        Operand::Scalar(blk),
+        Operand::Scalar(feat),
+    ];
+    (Kernel::Bsrmm, ops)
+}
+
+/// `SparseBackend` for a [`KernelHost`]: every operation is its call, run.
+macro_rules! kernel_host_ops {
+    ($backend:ty) => {
+        impl SparseBackend for $backend {
+            fn csr_spmm(
+                indptr: IntTensor<Self>,
+                indices: IntTensor<Self>,
+                _t_indptr: IntTensor<Self>,
+                _t_indices: IntTensor<Self>,
+                _t_perm: IntTensor<Self>,
+                values: FloatTensor<Self>,
+                rhs: FloatTensor<Self>,
+                rows: usize,
+                cols: usize,
+            ) -> FloatTensor<Self> {
+                let (k, ops) = spmm_call(indptr, indices, values, rhs, None, rows, cols);
+                Self::run(k, ops)
+            }
+
+            fn csr_spmm_bias_relu(
+                indptr: IntTensor<Self>,
+                indices: IntTensor<Self>,
+                _t_indptr: IntTensor<Self>,
+                _t_indices: IntTensor<Self>,
+                _t_perm: IntTensor<Self>,
+                values: FloatTensor<Self>,
+                rhs: FloatTensor<Self>,
+                bias: FloatTensor<Self>,
+                rows: usize,
+                cols: usize,
+            ) -> FloatTensor<Self> {
+                let (k, ops) = spmm_call(indptr, indices, values, rhs, Some(bias), rows, cols);
+                Self::run(k, ops)
+            }
+
+            fn csr_sddmm(
+                indptr: IntTensor<Self>,
+                indices: IntTensor<Self>,
+                _t_indptr: IntTensor<Self>,
+                _t_indices: IntTensor<Self>,
+                _t_perm: IntTensor<Self>,
+                lhs: FloatTensor<Self>,
+                rhs: FloatTensor<Self>,
+                rows: usize,
+                cols: usize,
+            ) -> FloatTensor<Self> {
+                let (k, ops) = sddmm_call(indptr, indices, lhs, rhs, rows, cols);
+                Self::run(k, ops)
+            }
+
+            fn bsr_spmm(
+                indptr: IntTensor<Self>,
+                indices: IntTensor<Self>,
+                _block_rows: IntTensor<Self>,
+                _t_indptr: IntTensor<Self>,
+                _t_indices: IntTensor<Self>,
+                _t_perm: IntTensor<Self>,
+                values: FloatTensor<Self>,
+                rhs: FloatTensor<Self>,
+                nb: usize,
+                mb: usize,
+                blk: usize,
+            ) -> FloatTensor<Self> {
+                let (k, ops) = bsrmm_call(indptr, indices, values, rhs, nb, mb, blk);
+                Self::run(k, ops)
+            }
+        }
+    };
+}
+
+kernel_host_ops!(CubeBackend);
+kernel_host_ops!(Flex);
+
+// ---------------------------------------------------------------------------------------------
 // CubeCL: launch the compiled programs on the tensors' buffers.
 
 /// A contiguous buffer of `dtype` (cast if needed) as a kernel argument.
@@ -99,138 +275,52 @@ fn buffer(t: CubeTensor, dtype: DType) -> (CubeTensor, DeviceArg) {
     (t, arg)
 }
 
-fn scalar(v: usize) -> DeviceArg {
-    // Sizes were checked to fit i32 when the sparse tensor was built.
-    DeviceArg::scalar(v as i64)
-}
-
-/// A fresh contiguous f32 output of `shape` on `like`'s device.
-fn output(like: &CubeTensor, shape: Shape) -> (CubeTensor, DeviceArg) {
-    let t = empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, DType::F32);
-    let len = t.meta.shape().num_elements();
-    let arg = DeviceArg::buffer(t.handle.clone(), len);
-    (t, arg)
-}
-
-/// Launches `kernel` with `args` in parameter order. The caller built the kernel beforehand
-/// (the public operations do), so a failure here is a bug in this crate.
-fn launch(kernel: Kernel, like: &CubeTensor, args: Vec<DeviceArg>) {
-    let prog = match kernel.compiled() {
-        Ok(p) => p,
-        Err(e) => panic!("burn-sparsec: kernel used before it was built: {e}"),
-    };
-    if let Err(e) = prog.launch_on(&like.client, args) {
-        panic!("burn-sparsec: {} launch refused: {e}", kernel.name());
-    }
-}
-
-impl SparseBackend for CubeBackend {
-    fn csr_spmm(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let feat = rhs.shape()[1];
-        let nnz = indices.shape().num_elements();
-        let (a_t, a) = buffer(values, DType::F32);
-        let (_b_t, b) = buffer(rhs, DType::F32);
-        let (c_t, c) = output(&a_t, Shape::new([rows, feat]));
-        let (_p, p) = buffer(indptr, DType::I32);
-        let (_i, i) = buffer(indices, DType::I32);
-        launch(
-            Kernel::Csrmm,
-            &a_t,
-            vec![a, b, c, p, i, scalar(rows), scalar(cols), scalar(feat), scalar(nnz)],
-        );
-        c_t
-    }
-
-    fn csr_spmm_bias_relu(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let feat = rhs.shape()[1];
-        let nnz = indices.shape().num_elements();
-        let (a_t, a) = buffer(values, DType::F32);
-        let (_b_t, b) = buffer(rhs, DType::F32);
-        let (_bias_t, bias) = buffer(bias, DType::F32);
-        let (c_t, c) = output(&a_t, Shape::new([rows, feat]));
-        let (_p, p) = buffer(indptr, DType::I32);
-        let (_i, i) = buffer(indices, DType::I32);
-        launch(
-            Kernel::CsrmmBiasRelu,
-            &a_t,
-            vec![a, b, bias, c, p, i, scalar(rows), scalar(cols), scalar(feat), scalar(nnz)],
-        );
-        c_t
-    }
-
-    fn csr_sddmm(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let feat = lhs.shape()[1];
-        let nnz = indices.shape().num_elements();
-        let (a_t, a) = buffer(lhs, DType::F32);
-        let (_b_t, b) = buffer(rhs, DType::F32);
-        let (c_t, c) = output(&a_t, Shape::new([nnz]));
-        let (_p, p) = buffer(indptr, DType::I32);
-        let (_i, i) = buffer(indices, DType::I32);
-        launch(
-            Kernel::Sddmm,
-            &a_t,
-            vec![a, b, c, p, i, scalar(rows), scalar(cols), scalar(feat), scalar(nnz)],
-        );
-        c_t
-    }
-
-    fn bsr_spmm(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _block_rows: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        nb: usize,
-        mb: usize,
-        blk: usize,
-    ) -> FloatTensor<Self> {
-        let feat = rhs.shape()[1];
-        let nnzb = indices.shape().num_elements();
-        let (a_t, a) = buffer(values, DType::F32);
-        let (_b_t, b) = buffer(rhs, DType::F32);
-        let (c_t, c) = output(&a_t, Shape::new([nb * blk, feat]));
-        let (_p, p) = buffer(indptr, DType::I32);
-        let (_i, i) = buffer(indices, DType::I32);
-        launch(
-            Kernel::Bsrmm,
-            &a_t,
-            vec![a, b, c, p, i, scalar(nb), scalar(mb), scalar(nnzb), scalar(blk), scalar(feat)],
-        );
-        c_t
+impl KernelHost for CubeBackend {
+    fn run(kernel: Kernel, operands: Vec<Operand<Self>>) -> CubeTensor {
+        let prog = match kernel.compiled() {
+            Ok(p) => p,
+            Err(e) => panic!("burn-sparsec: kernel used before it was built: {e}"),
+        };
+        // The buffers live until the launch is queued; the output is made beside the first.
+        let mut keep = Vec::new();
+        let mut out = None;
+        let mut args = Vec::with_capacity(operands.len());
+        for op in operands {
+            match op {
+                Operand::Float(t) => {
+                    let (t, arg) = buffer(t, DType::F32);
+                    keep.push(t);
+                    args.push(arg);
+                }
+                Operand::Int(t) => {
+                    let (t, arg) = buffer(t, DType::I32);
+                    keep.push(t);
+                    args.push(arg);
+                }
+                Operand::Output(shape) => {
+                    let Some(like) = keep.first() else {
+                        panic!("burn-sparsec: {}: output before inputs", kernel.name())
+                    };
+                    let t = empty_device_contiguous_dtype(
+                        like.client.clone(),
+                        like.device.clone(),
+                        Shape::from(shape),
+                        DType::F32,
+                    );
+                    let len = t.meta.shape().num_elements();
+                    args.push(DeviceArg::buffer(t.handle.clone(), len));
+                    out = Some(t);
+                }
+                Operand::Scalar(v) => args.push(DeviceArg::scalar(v as i64)),
+            }
+        }
+        let (Some(out), Some(like)) = (out, keep.first()) else {
+            panic!("burn-sparsec: {}: a call without output or inputs", kernel.name())
+        };
+        if let Err(e) = prog.launch_on(&like.client, args) {
+            panic!("burn-sparsec: {} launch refused: {e}", kernel.name());
+        }
+        out
     }
 }
 
@@ -238,158 +328,41 @@ impl SparseBackend for CubeBackend {
 // Flex (CPU): the programs under the default CPU schedule, JIT-compiled by the MLIR backend
 // and run on the tensors' host data.
 
-/// The entries of a Flex tensor as `f32` (converted if needed; a conversion cannot fail).
-fn host_f32(t: FlexTensor) -> HostArg {
-    match t.into_data().convert::<f32>().try_into_vec::<f32>() {
-        Ok(v) => HostArg::F32(v),
-        Err(e) => panic!("burn-sparsec: reading a Flex tensor: {e:?}"),
-    }
-}
-
-/// The entries of a Flex integer tensor as `i32` (the callers built them as `i32`).
-fn host_i32(t: FlexTensor) -> HostArg {
-    match t.into_data().convert::<i32>().try_into_vec::<i32>() {
-        Ok(v) => HostArg::I32(v),
-        Err(e) => panic!("burn-sparsec: reading a Flex tensor: {e:?}"),
-    }
-}
-
-/// Runs `kernel` on the CPU and wraps its output `c` as a `shape` tensor. The caller built
-/// the kernel beforehand and checked the operands, so a failure here is a bug in this crate.
-fn run_flex(kernel: Kernel, args: Vec<HostArg>, shape: Vec<usize>) -> FlexTensor {
-    match kernel.run_cpu(args, "c") {
-        Ok(out) => FlexTensor::from_data(TensorData::new(out, shape)),
-        Err(e) => panic!("burn-sparsec: {e}"),
-    }
-}
-
-fn host_scalar(v: usize) -> HostArg {
-    // Sizes were checked to fit i32 when the sparse tensor was built.
-    HostArg::Scalar(v as i64)
-}
-
-impl SparseBackend for Flex {
-    fn csr_spmm(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let feat = rhs.shape()[1];
-        let nnz = indices.shape().num_elements();
-        let c = HostArg::F32(vec![0.0; rows * feat]);
-        let args = vec![
-            host_f32(values),
-            host_f32(rhs),
-            c,
-            host_i32(indptr),
-            host_i32(indices),
-            host_scalar(rows),
-            host_scalar(cols),
-            host_scalar(feat),
-            host_scalar(nnz),
-        ];
-        run_flex(Kernel::Csrmm, args, vec![rows, feat])
-    }
-
-    fn csr_spmm_bias_relu(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let feat = rhs.shape()[1];
-        let nnz = indices.shape().num_elements();
-        let c = HostArg::F32(vec![0.0; rows * feat]);
-        let args = vec![
-            host_f32(values),
-            host_f32(rhs),
-            host_f32(bias),
-            c,
-            host_i32(indptr),
-            host_i32(indices),
-            host_scalar(rows),
-            host_scalar(cols),
-            host_scalar(feat),
-            host_scalar(nnz),
-        ];
-        run_flex(Kernel::CsrmmBiasRelu, args, vec![rows, feat])
-    }
-
-    fn csr_sddmm(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let feat = lhs.shape()[1];
-        let nnz = indices.shape().num_elements();
-        let c = HostArg::F32(vec![0.0; nnz]);
-        let args = vec![
-            host_f32(lhs),
-            host_f32(rhs),
-            c,
-            host_i32(indptr),
-            host_i32(indices),
-            host_scalar(rows),
-            host_scalar(cols),
-            host_scalar(feat),
-            host_scalar(nnz),
-        ];
-        run_flex(Kernel::Sddmm, args, vec![nnz])
-    }
-
-    fn bsr_spmm(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        _block_rows: IntTensor<Self>,
-        _t_indptr: IntTensor<Self>,
-        _t_indices: IntTensor<Self>,
-        _t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        nb: usize,
-        mb: usize,
-        blk: usize,
-    ) -> FloatTensor<Self> {
-        let feat = rhs.shape()[1];
-        let nnzb = indices.shape().num_elements();
-        let c = HostArg::F32(vec![0.0; nb * blk * feat]);
-        let args = vec![
-            host_f32(values),
-            host_f32(rhs),
-            c,
-            host_i32(indptr),
-            host_i32(indices),
-            host_scalar(nb),
-            host_scalar(mb),
-            host_scalar(nnzb),
-            host_scalar(blk),
-            host_scalar(feat),
-        ];
-        run_flex(Kernel::Bsrmm, args, vec![nb * blk, feat])
+impl KernelHost for Flex {
+    fn run(kernel: Kernel, operands: Vec<Operand<Self>>) -> FlexTensor {
+        let read = |t: FlexTensor, float: bool| {
+            let data = t.into_data();
+            let v = if float {
+                data.convert::<f32>().try_into_vec::<f32>().map(HostArg::F32)
+            } else {
+                data.convert::<i32>().try_into_vec::<i32>().map(HostArg::I32)
+            };
+            v.unwrap_or_else(|e| panic!("burn-sparsec: reading a Flex tensor: {e:?}"))
+        };
+        let mut output = None;
+        let mut args = Vec::with_capacity(operands.len());
+        for (p, op) in operands.into_iter().enumerate() {
+            args.push(match op {
+                Operand::Float(t) => read(t, true),
+                Operand::Int(t) => read(t, false),
+                Operand::Output(shape) => {
+                    let len = shape.iter().product();
+                    output = Some((p, shape));
+                    HostArg::F32(vec![0.0; len])
+                }
+                Operand::Scalar(v) => HostArg::Scalar(v as i64),
+            });
+        }
+        let Some((p, shape)) = output else { panic!("burn-sparsec: {}: a call without output", kernel.name()) };
+        match kernel.run_cpu(args, p) {
+            Ok(out) => FlexTensor::from_data(TensorData::new(out, shape)),
+            Err(e) => panic!("burn-sparsec: {e}"),
+        }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Autodiff: forward on the inner backend (CubeCL or Flex), backward through the same kernels.
-
 
 /// The CSR pattern and its transpose, kept for the backward pass.
 #[derive(Clone, Debug)]
@@ -597,9 +570,7 @@ impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
                 let out = pattern.spmm(v.clone(), b.clone());
                 prep.finish((pattern, v, b), out)
             }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(pattern.spmm(values.into_primitive(), rhs.into_primitive()))
-            }
+            OpsKind::UnTracked(prep) => prep.finish(pattern.spmm(values.into_primitive(), rhs.into_primitive())),
         }
     }
 
@@ -630,22 +601,15 @@ impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
                 p.cols,
             )
         };
-        match SpmmBiasReluBackward
-            .prepare::<C>([values.node(), rhs.node(), bias.node()])
-            .compute_bound()
-            .stateful()
-        {
+        match SpmmBiasReluBackward.prepare::<C>([values.node(), rhs.node(), bias.node()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let (v, b) = (values.primitive().clone(), rhs.primitive().clone());
                 let out = fused(&pattern, v.clone(), b.clone(), bias.into_primitive());
                 prep.finish((pattern, v, b, out.clone()), out)
             }
-            OpsKind::UnTracked(prep) => prep.finish(fused(
-                &pattern,
-                values.into_primitive(),
-                rhs.into_primitive(),
-                bias.into_primitive(),
-            )),
+            OpsKind::UnTracked(prep) => {
+                prep.finish(fused(&pattern, values.into_primitive(), rhs.into_primitive(), bias.into_primitive()))
+            }
         }
     }
 
@@ -667,9 +631,7 @@ impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
                 let out = pattern.sddmm(l.clone(), r.clone());
                 prep.finish((pattern, l, r), out)
             }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(pattern.sddmm(lhs.into_primitive(), rhs.into_primitive()))
-            }
+            OpsKind::UnTracked(prep) => prep.finish(pattern.sddmm(lhs.into_primitive(), rhs.into_primitive())),
         }
     }
 

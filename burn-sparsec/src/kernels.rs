@@ -162,10 +162,10 @@ impl Kernel {
         Ok(guard.entry(self).or_insert_with(|| Arc::new(Mutex::new(kernel))).clone())
     }
 
-    /// Runs the CPU kernel on host arrays given in parameter order and returns the array bound
-    /// to the parameter `output` after the call. The kernel checks every array and scalar
+    /// Runs the CPU kernel on host arrays given in parameter order and returns the array of
+    /// parameter number `output` after the call. The kernel checks every array and scalar
     /// against the program's axes before it runs.
-    pub(crate) fn run_cpu(self, args: Vec<HostArg>, output: &str) -> Result<Vec<f32>, KernelError> {
+    pub(crate) fn run_cpu(self, args: Vec<HostArg>, output: usize) -> Result<Vec<f32>, KernelError> {
         let err = |detail: String| KernelError::Cpu { kernel: self.name(), detail };
         let kernel = self.cpu_compiled()?;
         let kernel = kernel.lock().map_err(|_| KernelError::Poisoned)?;
@@ -173,6 +173,7 @@ impl Kernel {
         if params.len() != args.len() {
             return Err(err(format!("{} arguments for {} parameters", args.len(), params.len())));
         }
+        let out_name = params.get(output).map(|p| p.name.clone()).unwrap_or_default();
         let mut call = Args::new();
         for (p, a) in params.iter().zip(args) {
             match a {
@@ -182,9 +183,9 @@ impl Kernel {
             };
         }
         kernel.run(&mut call).map_err(|e| err(e.to_string()))?;
-        match call.arrays.swap_remove(output) {
+        match call.arrays.swap_remove(&out_name) {
             Some(Array::F32(v)) => Ok(v),
-            _ => Err(err(format!("no f32 array `{output}` after the call"))),
+            _ => Err(err(format!("no f32 array for parameter {output} after the call"))),
         }
     }
 }
