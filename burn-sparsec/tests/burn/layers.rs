@@ -449,3 +449,16 @@ fn the_model_of_the_docs_builds_and_runs() {
     assert_eq!(y.dims(), [2, 10]);
     assert!(host(y).iter().all(|v| v.is_finite()));
 }
+
+#[test]
+fn a_sparse_model_moves_between_wgpu_and_flex() {
+    let (gpu, cpu) = (device(), Device::flex());
+    let model = SparseMlp::new(21, &gpu);
+    let x = dense(16, 16, 22, &gpu);
+    let want = host(model.forward(x.clone()));
+    let on_cpu = model.clone().to_device(&cpu);
+    let x_cpu = Tensor::<2>::from_data(x.clone().into_data(), &cpu);
+    close("moved to Flex", &host(on_cpu.forward(x_cpu)), &want, 1e-4);
+    let back = on_cpu.to_device(&gpu);
+    assert_eq!(host(back.forward(x)), want, "moved back to wgpu");
+}
