@@ -45,11 +45,24 @@ pub struct CpuOptions {
     /// Keep the JIT's object code, so that [`CpuKernel::write_object`] can write it out (to
     /// read the machine code the kernel runs).
     pub keep_object: bool,
+    /// How long the OpenMP threads of a threaded kernel spin after its parallel region before
+    /// they sleep (libomp's blocktime, set for the calling thread before each call). `None`
+    /// keeps the runtime's default (200 ms: back-to-back kernels start at once); `Some(0)`
+    /// gives the cores back at once, for callers that run other parallel work between
+    /// kernels (Burn's Flex backend on rayon), where spinning threads slow both.
+    pub openmp_blocktime_ms: Option<i32>,
 }
 
 impl Default for CpuOptions {
     fn default() -> Self {
-        CpuOptions { parallel: true, opt_level: 3, openmp_runtime: None, emulate_gpu: false, keep_object: false }
+        CpuOptions {
+            parallel: true,
+            opt_level: 3,
+            openmp_runtime: None,
+            emulate_gpu: false,
+            keep_object: false,
+            openmp_blocktime_ms: None,
+        }
     }
 }
 
@@ -211,6 +224,8 @@ pub struct CpuKernel {
     threaded: bool,
     /// Whether the engine keeps its object code ([`CpuOptions::keep_object`]).
     object: bool,
+    /// [`CpuOptions::openmp_blocktime_ms`].
+    blocktime: Option<i32>,
 }
 
 // The engine owns its LLVM context and JIT, and holds no thread-affine state: a kernel may
@@ -243,6 +258,22 @@ enum Prepared {
 
 unsafe extern "C" {
     fn dlopen(filename: *const std::ffi::c_char, flags: std::ffi::c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const std::ffi::c_char) -> *mut c_void;
+}
+
+/// Sets libomp's blocktime for the calling thread (`kmp_set_blocktime`, looked up once in
+/// the loaded runtime); does nothing if the runtime does not export it.
+fn set_openmp_blocktime(ms: i32) {
+    static SET: std::sync::OnceLock<Option<unsafe extern "C" fn(std::ffi::c_int)>> = std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| {
+        // RTLD_DEFAULT: the runtime was loaded with its symbols global.
+        let f = unsafe { dlsym(std::ptr::null_mut(), c"kmp_set_blocktime".as_ptr()) };
+        // SAFETY: libomp's `void kmp_set_blocktime(int)`.
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(std::ffi::c_int)>(f) })
+    });
+    if let Some(f) = set {
+        unsafe { f(ms) }
+    }
 }
 
 static OPENMP_RUNTIME: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
@@ -319,7 +350,15 @@ impl CpuKernel {
         }
         // SAFETY: the execution engine's packed wrapper has the C type `void (void **)`.
         let entry = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut *mut c_void)>(entry) };
-        Ok(CpuKernel { engine, entry, func: func.clone(), sig, threaded, object: opts.keep_object })
+        Ok(CpuKernel {
+            engine,
+            entry,
+            func: func.clone(),
+            sig,
+            threaded,
+            object: opts.keep_object,
+            blocktime: opts.openmp_blocktime_ms,
+        })
     }
 
     /// Writes the kernel's machine code as an object file (ELF on Linux) to `path`, for a
@@ -395,6 +434,9 @@ impl CpuKernel {
         // SAFETY: `packed` holds a pointer to each argument of the entry's signature, each
         // valid for the call (the arrays were checked against the buffers bound to them).
         let called = Instant::now();
+        if let (true, Some(ms)) = (self.threaded, self.blocktime) {
+            set_openmp_blocktime(ms);
+        }
         unsafe { (self.entry)(packed.as_mut_ptr()) };
         let returned = Instant::now();
         for p in prepared {

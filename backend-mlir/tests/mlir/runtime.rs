@@ -79,6 +79,22 @@ fn threaded_kernels_compiled_run_and_dropped_in_a_loop() {
     }
 }
 
+/// A kernel whose OpenMP threads sleep right after each call (blocktime 0, what Burn's Flex
+/// backend uses) gives the bits of the default one, run after run, under load.
+#[test]
+fn threaded_kernels_that_sleep_at_once_give_the_same_bits() {
+    let (f, args) = threaded_csrmm();
+    let want = run_once(&f, &args);
+    let k = CpuKernel::compile(&f, &CpuOptions { openmp_blocktime_ms: Some(0), ..CpuOptions::default() }).unwrap();
+    assert!(k.is_threaded());
+    let _load = load();
+    for _ in 0..20 {
+        let mut out = args.clone();
+        k.run(&mut out).unwrap();
+        assert_eq!(kit::output_f32(&out, "c"), want);
+    }
+}
+
 /// The body of each child process: a kernel dropped, another alive at exit.
 #[test]
 fn threaded_run_then_exit() {
