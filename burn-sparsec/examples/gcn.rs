@@ -7,12 +7,11 @@
 //! cargo run -p burn-sparsec --example gcn -- --epochs 50
 //! ```
 
-use burn::module::{Module, Param};
+use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, DeviceKind, Int, Tensor, TensorData};
-use burn_sparsec::SparseCsr;
+use burn_sparsec::{gcn_adjacency, GraphConv, GraphConvConfig, SparseCsr};
 use sparsec_formats::Csr;
 use std::error::Error;
 use std::time::Instant;
@@ -45,54 +44,25 @@ pub struct Epoch {
     pub seconds: f64,
 }
 
-/// The model: `relu(Â X W1 + b1)` then `Â H W2 + b2`.
+/// The model: `relu(Â X W1 + b1)` then `Â H W2 + b2`, two [`GraphConv`] layers.
 #[derive(Module, Debug)]
 pub struct Gcn {
-    w1: Linear,
-    b1: Param<Tensor<1>>,
-    w2: Linear,
-    b2: Param<Tensor<1>>,
+    layer1: GraphConv,
+    layer2: GraphConv,
 }
 
 impl Gcn {
     fn new(o: &Options, device: &Device) -> Self {
-        let lin = |i, out| LinearConfig::new(i, out).with_bias(false).init(device);
-        let zeros = |n| Param::from_tensor(Tensor::<1>::zeros([n], device));
-        Gcn { w1: lin(o.features, o.hidden), b1: zeros(o.hidden), w2: lin(o.hidden, o.classes), b2: zeros(o.classes) }
+        Gcn {
+            layer1: GraphConvConfig::new(o.features, o.hidden).init(device),
+            layer2: GraphConvConfig::new(o.hidden, o.classes).init(device),
+        }
     }
 
     fn forward(&self, adj: &SparseCsr, x: Tensor<2>) -> Result<Tensor<2>, Box<dyn Error>> {
-        let h = adj.spmm_bias_relu(self.w1.forward(x), self.b1.val())?;
-        let out = adj.spmm(self.w2.forward(h))?;
-        Ok(out + self.b2.val().unsqueeze::<2>())
+        let h = self.layer1.forward_relu(adj, x)?;
+        Ok(self.layer2.forward(adj, h)?)
     }
-}
-
-/// `D^-1/2 (A + Aᵀ + I) D^-1/2` of the pattern of `a` (values ignored), as host CSR arrays.
-pub fn normalized_adjacency(a: &Csr<i64, f64>) -> (usize, Vec<i32>, Vec<i32>, Vec<f32>) {
-    let n = a.rows().max(a.cols());
-    let mut rows: Vec<Vec<i32>> = (0..n).map(|i| vec![i as i32]).collect();
-    for i in 0..a.rows() {
-        for p in a.indptr()[i] as usize..a.indptr()[i + 1] as usize {
-            let j = a.indices()[p] as usize;
-            rows[i].push(j as i32);
-            rows[j].push(i as i32);
-        }
-    }
-    for r in &mut rows {
-        r.sort_unstable();
-        r.dedup();
-    }
-    let deg: Vec<f32> = rows.iter().map(|r| r.len() as f32).collect();
-    let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
-    for (i, r) in rows.iter().enumerate() {
-        for &j in r {
-            indices.push(j);
-            values.push(1.0 / (deg[i] * deg[j as usize]).sqrt());
-        }
-        indptr.push(indices.len() as i32);
-    }
-    (n, indptr, indices, values)
 }
 
 /// Deterministic pseudo-random numbers in [0, 1).
@@ -135,9 +105,10 @@ pub fn train(o: &Options, mut report: impl FnMut(usize, &Epoch)) -> Result<Vec<E
     let a: Csr<i64, f64> = sparsec_formats::mtx::read_mtx_path(&path)?;
     let device = Device::wgpu(DeviceKind::default()).autodiff();
     device.seed(7);
-    let (n, indptr, indices, values) = normalized_adjacency(&a);
+    let adj = gcn_adjacency(&a, &device)?;
+    let n = adj.rows();
+    let (indptr, indices) = (adj.host_indptr().to_vec(), adj.host_indices().to_vec());
     let (x, labels) = synthetic(n, &indptr, &indices, o);
-    let adj = SparseCsr::from_parts(n, n, indptr, indices, values, &device)?;
     let x = Tensor::<2>::from_data(TensorData::new(x, [n, o.features]), &device);
     let targets = Tensor::<1, Int>::from_data(TensorData::new(labels, [n]), &device);
     let loss_fn = CrossEntropyLossConfig::new().init(&device);

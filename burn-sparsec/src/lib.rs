@@ -10,6 +10,7 @@
 //!   record, trainable values), [`SparseLinear`] (`y = x · Wᵀ + b`), and pruning: by
 //!   magnitude ([`SparseWeight::magnitude`], [`SparseWeight::prune`]) and N:M / 2:4
 //!   ([`SparseWeight::n_m`]).
+//! * Graph convolution: [`gcn_adjacency`] (`D^-½ (A + Aᵀ + I) D^-½`) and [`GraphConv`].
 //! * [`spmm`], [`sddmm`], [`spmm_bias_relu`] (SpMM with a fused bias + ReLU epilogue) and
 //!   [`SparseBsr::spmm`].
 //! * Autodiff: on an autodiff device the operations are differentiable in the sparse values
@@ -27,6 +28,7 @@ mod backend;
 mod bsr;
 mod csr;
 mod error;
+mod graph;
 pub mod kernels;
 mod linear;
 mod weight;
@@ -35,6 +37,7 @@ pub use backend::SparseBackend;
 pub use bsr::SparseBsr;
 pub use csr::{sddmm, spmm, spmm_bias_relu, SparseCsr};
 pub use error::{Result, SparseError};
+pub use graph::{gcn_adjacency, GraphConv, GraphConvConfig};
 pub use kernels::{Kernel, KernelError};
 pub use linear::{erdos_renyi_densities, SparseLinear, SparseLinearConfig};
 pub use weight::{SparseStats, SparseWeight};

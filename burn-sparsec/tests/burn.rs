@@ -11,6 +11,8 @@ mod forward;
 mod gcn;
 #[path = "burn/grad.rs"]
 mod grad;
+#[path = "burn/graph.rs"]
+mod graph;
 #[path = "burn/invalid.rs"]
 mod invalid;
 #[path = "burn/kernels.rs"]

@@ -1,0 +1,85 @@
+//! Graph convolution: the GCN adjacency against its dense definition, and `GraphConv`
+//! against dense Burn (forward, fused ReLU, gradients), on wgpu and on Flex.
+
+use crate::common::*;
+use burn::tensor::{activation::relu, Tensor, TensorData};
+use burn_sparsec::{gcn_adjacency, GraphConvConfig};
+use sparsec_formats::Csr;
+use sparsec_testkit::{self as tk, Mat};
+
+/// Square generated matrices small enough to densify.
+fn graphs() -> Vec<(String, Mat)> {
+    tk::generated_matrices().into_iter().filter(|(_, m)| m.rows == m.cols && m.rows <= 1200).collect()
+}
+
+fn csr(m: &Mat) -> Csr<i64, f64> {
+    Csr::try_new(
+        m.rows,
+        m.cols,
+        m.indptr.iter().map(|&x| x as i64).collect(),
+        m.indices.iter().map(|&x| x as i64).collect(),
+        m.vals.iter().map(|&x| x as f64).collect(),
+    )
+    .unwrap()
+}
+
+/// `D^-½ (A + Aᵀ + I) D^-½`, dense, from the definition.
+fn dense_gcn(m: &Mat) -> Vec<f32> {
+    let n = m.rows;
+    let mut s = vec![false; n * n];
+    for i in 0..n {
+        s[i * n + i] = true;
+        for &j in m.row(i) {
+            s[i * n + j] = true;
+            s[j * n + i] = true;
+        }
+    }
+    let d: Vec<f32> = (0..n).map(|i| (0..n).filter(|&j| s[i * n + j]).count() as f32).collect();
+    (0..n * n).map(|p| if s[p] { 1.0 / (d[p / n] * d[p % n]).sqrt() } else { 0.0 }).collect()
+}
+
+#[test]
+fn gcn_adjacency_is_the_normalised_symmetric_graph_with_self_loops() {
+    let dev = device();
+    let graphs = graphs();
+    assert!(graphs.len() >= 3, "{} square generated graphs", graphs.len());
+    for (name, m) in graphs {
+        let adj = gcn_adjacency(&csr(&m), &dev).unwrap();
+        close(&format!("gcn adjacency {name}"), &host(adj.to_dense()), &dense_gcn(&m), 1e-6);
+    }
+}
+
+#[test]
+fn graph_conv_equals_dense_burn_with_its_gradients() {
+    for dev in devices() {
+        let ad = dev.clone().autodiff();
+        for (name, m) in graphs().into_iter().take(3) {
+            let adj = gcn_adjacency(&csr(&m), &ad).unwrap();
+            let layer = GraphConvConfig::new(12, 5).init(&ad);
+            let x = dense(m.rows, 12, 3, &ad).require_grad();
+            let w = dense(m.rows, 5, 4, &ad);
+            let a_dense = Tensor::<2>::from_data(TensorData::new(dense_gcn(&m), [m.rows, m.rows]), &ad);
+            for fused in [false, true] {
+                let y =
+                    if fused { layer.forward_relu(&adj, x.clone()) } else { layer.forward(&adj, x.clone()) }.unwrap();
+                let grads = (y.clone() * w.clone()).sum().backward();
+                let (dw, db, dx) = (
+                    layer.linear.weight.val().grad(&grads).unwrap(),
+                    layer.bias.val().grad(&grads).unwrap(),
+                    x.grad(&grads).unwrap(),
+                );
+                let w2 = layer.linear.weight.val().detach().require_grad();
+                let b2 = layer.bias.val().detach().require_grad();
+                let x2 = x.clone().detach().require_grad();
+                let pre = a_dense.clone().matmul(x2.clone().matmul(w2.clone())) + b2.clone().unsqueeze::<2>();
+                let y2 = if fused { relu(pre) } else { pre };
+                let what = format!("{name} fused={fused} on {dev:?}");
+                close(&format!("GraphConv {what}"), &host(y), &host(y2.clone()), 1e-4);
+                let grads2 = (y2 * w.clone()).sum().backward();
+                close(&format!("dW {what}"), &host(dw), &host(w2.grad(&grads2).unwrap()), 1e-3);
+                close(&format!("db {what}"), &host(db), &host(b2.grad(&grads2).unwrap()), 1e-3);
+                close(&format!("dx {what}"), &host(dx), &host(x2.grad(&grads2).unwrap()), 1e-3);
+            }
+        }
+    }
+}
