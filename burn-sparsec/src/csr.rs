@@ -357,6 +357,52 @@ impl SparseCsr {
         Ok(Tensor::from_dispatch(out))
     }
 
+    /// `s · A` (same pattern; differentiable in the values).
+    pub fn scale(&self, s: f32) -> Self {
+        SparseCsr { pattern: self.pattern.clone(), values: self.values.clone() * s }
+    }
+
+    /// `max(A, 0)` entry-wise on the pattern (stored entries stay stored; differentiable).
+    pub fn relu(&self) -> Self {
+        SparseCsr { pattern: self.pattern.clone(), values: burn::tensor::activation::relu(self.values.clone()) }
+    }
+
+    /// `A + B` for `B` with the same pattern (entry-wise on the stored entries).
+    pub fn add(&self, other: &SparseCsr) -> Result<Self> {
+        self.check_same_pattern("add", other)?;
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: self.values.clone() + other.values.clone() })
+    }
+
+    /// `A ∘ B` for `B` with the same pattern (entry-wise on the stored entries).
+    pub fn mul(&self, other: &SparseCsr) -> Result<Self> {
+        self.check_same_pattern("mul", other)?;
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: self.values.clone() * other.values.clone() })
+    }
+
+    /// The sum of every row (`[rows]`), by the SpMM kernel against a column of ones
+    /// (differentiable in the values).
+    pub fn row_sum(&self) -> Result<Tensor<1>> {
+        let ones = Tensor::<2>::ones([self.cols(), 1], (&self.pattern.device, DType::F32));
+        Ok(self.spmm(ones)?.reshape([self.rows()]))
+    }
+
+    /// The Euclidean norm of every row (`[rows]`).
+    pub fn row_norm(&self) -> Result<Tensor<1>> {
+        let squares = SparseCsr { pattern: self.pattern.clone(), values: self.values.clone().powi_scalar(2) };
+        Ok(squares.row_sum()?.sqrt())
+    }
+
+    /// Fails unless `other` has this matrix's pattern (shared, or equal arrays) and device.
+    fn check_same_pattern(&self, op: &'static str, other: &SparseCsr) -> Result<()> {
+        let (a, b) = (&self.pattern, &other.pattern);
+        let same = Arc::ptr_eq(a, b)
+            || (a.rows == b.rows && a.cols == b.cols && a.host_indptr == b.host_indptr && a.host_indices == b.host_indices);
+        if !same {
+            return Err(SparseError::Shape { op, detail: "the matrices have different patterns".into() });
+        }
+        check_device(op, &a.device, &b.device)
+    }
+
     /// SDDMM on this matrix's pattern: a matrix with the same pattern whose entry `(i, j)` is
     /// `Σ_k lhs[i, k] · rhs[j, k]` (`lhs` of `[rows, f]`, `rhs` of `[cols, f]`); this matrix's
     /// own values are not read. By the sparsec `sddmm` kernel.

@@ -176,3 +176,41 @@ fn from_dense_keeps_entries_above_the_threshold_on(dev: &Device) {
     assert_eq!(csr.indices(), &[0, 0, 2]);
     assert_eq!(csr.values(), &[0.5, 2.0, -3.0]);
 }
+
+#[test]
+fn element_wise_operations_and_row_reductions_match_dense() {
+    for dev in devices() {
+        let ad = dev.clone().autodiff();
+        let cases: Vec<_> = matrices().into_iter().filter(|(_, m)| m.rows * m.cols <= 1 << 20).take(4).collect();
+        assert_eq!(cases.len(), 4);
+        for (name, m) in cases {
+            let a = sparse(&m, &ad);
+            let v = Tensor::<1>::from_data(TensorData::new(m.vals.clone(), [m.nnz()]), &ad).require_grad();
+            let a = a.with_values(v.clone()).unwrap();
+            let b = a.with_values(dense(1, m.nnz(), 9, &ad).reshape([m.nnz()])).unwrap();
+            let (da, db) = (a.to_dense(), b.to_dense());
+            let what = |op: &str| format!("{op} {name} on {dev:?}");
+            close(&what("scale"), &host(a.scale(-2.5).to_dense()), &host(da.clone() * -2.5), 1e-6);
+            close(&what("relu"), &host(a.relu().to_dense()), &host(relu(da.clone())), 1e-6);
+            close(&what("add"), &host(a.add(&b).unwrap().to_dense()), &host(da.clone() + db.clone()), 1e-6);
+            close(&what("mul"), &host(a.mul(&b).unwrap().to_dense()), &host(da.clone() * db.clone()), 1e-6);
+            let sums = a.row_sum().unwrap();
+            close(&what("row_sum"), &host(sums.clone()), &host(da.clone().sum_dim(1).reshape([m.rows])), 1e-4);
+            let norms = a.row_norm().unwrap();
+            let want = da.clone().powi_scalar(2).sum_dim(1).sqrt().reshape([m.rows]);
+            close(&what("row_norm"), &host(norms), &host(want), 1e-4);
+            // The row sums are differentiable in the values: d(Σ w ∘ rowsum)/dA[i, j] = w[i].
+            let w = dense(m.rows, 1, 10, &ad).reshape([m.rows]);
+            let grads = (sums * w.clone()).sum().backward();
+            let wh = host(w);
+            let want: Vec<f32> = (0..m.rows).flat_map(|i| std::iter::repeat_n(wh[i], m.row(i).len())).collect();
+            close(&what("d row_sum"), &host(v.grad(&grads).unwrap()), &want, 1e-5);
+        }
+        // Different patterns are refused.
+        let x = SparseCsr::from_parts(2, 2, vec![0, 1, 2], vec![0, 1], vec![1.0, 2.0], &dev).unwrap();
+        let y = SparseCsr::from_parts(2, 2, vec![0, 1, 2], vec![1, 0], vec![1.0, 2.0], &dev).unwrap();
+        assert!(x.add(&y).is_err() && x.mul(&y).is_err());
+        let same = SparseCsr::from_parts(2, 2, vec![0, 1, 2], vec![0, 1], vec![3.0, 4.0], &dev).unwrap();
+        assert_eq!(host(x.add(&same).unwrap().values()), vec![4.0, 6.0]);
+    }
+}
