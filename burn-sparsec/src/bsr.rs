@@ -1,7 +1,7 @@
 //! [`SparseBsr`]: a block-sparse (BSR) matrix on a Burn device.
 
 use crate::backend::SparseBackend;
-use crate::csr::{check_device, check_f32, check_supported, fit, int_tensor, prepare, transpose_host};
+use crate::csr::{check_device, check_f32, check_supported, f32_of, fit, int_tensor, prepare, transpose_host};
 use crate::error::{Result, SparseError};
 use crate::kernels::Kernel;
 use burn::backend::Dispatch;
@@ -209,6 +209,9 @@ impl SparseBsr {
         }
         fit("dense elements", (p.mb * p.blk).saturating_mul(f).max(p.nb * p.blk * f))?;
         prepare(&[Kernel::Bsrmm], &self.pattern.device)?;
+        // Computed in f32; the result has the dense operand's type.
+        let dtype = rhs.dtype();
+        let rhs = f32_of(rhs);
         // Zero rows pad the operand to whole blocks; the padded output rows are cut off.
         let pad = p.mb * p.blk - p.cols;
         let rhs = if pad > 0 {
@@ -224,13 +227,13 @@ impl SparseBsr {
             p.t_indptr.clone().into_dispatch(),
             p.t_indices.clone().into_dispatch(),
             p.t_perm.clone().into_dispatch(),
-            self.values.clone().into_dispatch(),
+            f32_of(self.values.clone()).into_dispatch(),
             rhs.into_dispatch(),
             p.nb,
             p.mb,
             p.blk,
         );
-        let out: Tensor<2> = Tensor::from_dispatch(out);
+        let out = Tensor::<2>::from_dispatch(out).cast(dtype);
         Ok(if p.nb * p.blk > p.rows { out.slice([0..p.rows, 0..f]) } else { out })
     }
 }

@@ -4,7 +4,7 @@ use crate::backend::SparseBackend;
 use crate::error::{Result, SparseError};
 use crate::kernels::Kernel;
 use burn::backend::Dispatch;
-use burn::tensor::{DType, Device, IndexingUpdateOp, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, FloatDType, IndexingUpdateOp, Int, Tensor, TensorData};
 use sparsec_formats::validate::{check_compressed, ValidateOptions};
 use sparsec_formats::{Csr, Index, Value};
 use std::sync::{Arc, OnceLock};
@@ -311,6 +311,8 @@ impl SparseCsr {
     /// SpMM: `A · rhs` for `rhs` of `[cols, f]`, by the sparsec `csrmm` kernel.
     pub fn spmm(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
         self.check_dense("spmm", &rhs, self.cols())?;
+        // Computed in f32; the result has the dense operand's type.
+        let dtype = rhs.dtype();
         self.prepare(&[Kernel::Csrmm, Kernel::Sddmm])?;
         let (p, t) = (&self.pattern, self.pattern.transposed());
         let out = <Dispatch as SparseBackend>::csr_spmm(
@@ -319,18 +321,19 @@ impl SparseCsr {
             t.indptr.clone().into_dispatch(),
             t.indices.clone().into_dispatch(),
             t.perm.clone().into_dispatch(),
-            self.values.clone().into_dispatch(),
-            rhs.into_dispatch(),
+            f32_of(self.values.clone()).into_dispatch(),
+            f32_of(rhs).into_dispatch(),
             p.rows,
             p.cols,
         );
-        Ok(Tensor::from_dispatch(out))
+        Ok(Tensor::<2>::from_dispatch(out).cast(dtype))
     }
 
     /// `relu(A · rhs + bias)` (`bias` of `[f]`) by one sparsec program whose second sparse
     /// iteration applies the epilogue per row (`kernels/csrmm_bias_relu.sptir`).
     pub fn spmm_bias_relu(&self, rhs: Tensor<2>, bias: Tensor<1>) -> Result<Tensor<2>> {
         self.check_dense("spmm_bias_relu", &rhs, self.cols())?;
+        let dtype = rhs.dtype();
         let feat = rhs.dims()[1];
         check_f32("spmm_bias_relu", &bias)?;
         check_device("spmm_bias_relu", &self.pattern.device, &bias.device())?;
@@ -348,13 +351,13 @@ impl SparseCsr {
             t.indptr.clone().into_dispatch(),
             t.indices.clone().into_dispatch(),
             t.perm.clone().into_dispatch(),
-            self.values.clone().into_dispatch(),
-            rhs.into_dispatch(),
-            bias.into_dispatch(),
+            f32_of(self.values.clone()).into_dispatch(),
+            f32_of(rhs).into_dispatch(),
+            f32_of(bias).into_dispatch(),
             p.rows,
             p.cols,
         );
-        Ok(Tensor::from_dispatch(out))
+        Ok(Tensor::<2>::from_dispatch(out).cast(dtype))
     }
 
     /// `s · A` (same pattern; differentiable in the values).
@@ -409,6 +412,7 @@ impl SparseCsr {
     pub fn sddmm(&self, lhs: Tensor<2>, rhs: Tensor<2>) -> Result<Self> {
         self.check_dense("sddmm", &lhs, self.rows())?;
         self.check_dense("sddmm", &rhs, self.cols())?;
+        let dtype = lhs.dtype();
         if lhs.dims()[1] != rhs.dims()[1] {
             return Err(SparseError::Shape {
                 op: "sddmm",
@@ -423,12 +427,12 @@ impl SparseCsr {
             t.indptr.clone().into_dispatch(),
             t.indices.clone().into_dispatch(),
             t.perm.clone().into_dispatch(),
-            lhs.into_dispatch(),
-            rhs.into_dispatch(),
+            f32_of(lhs).into_dispatch(),
+            f32_of(rhs).into_dispatch(),
             p.rows,
             p.cols,
         );
-        Ok(SparseCsr { pattern: self.pattern.clone(), values: Tensor::from_dispatch(out) })
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: Tensor::<1>::from_dispatch(out).cast(dtype) })
     }
 
     /// Builds the kernels an operation and its backward pass use, so failures are errors.
@@ -450,12 +454,18 @@ impl SparseCsr {
     }
 }
 
-/// Fails unless `t` holds f32.
+/// Fails unless `t` holds a float type the kernels take: `f32`, or `f16`/`bf16`, which are
+/// computed in `f32` (cast at the kernel's boundary) and returned in their own type.
 pub(crate) fn check_f32<const D: usize>(op: &'static str, t: &Tensor<D>) -> Result<()> {
     match t.dtype() {
-        DType::F32 => Ok(()),
+        DType::F32 | DType::F16 | DType::BF16 => Ok(()),
         other => Err(SparseError::DType { op, found: format!("{other:?}") }),
     }
+}
+
+/// `t` in `f32` for a kernel (a no-op for `f32`; differentiable).
+pub(crate) fn f32_of<const D: usize>(t: Tensor<D>) -> Tensor<D> {
+    t.cast(FloatDType::F32)
 }
 
 /// Fails unless both devices are the same (autodiff-ness included).

@@ -34,7 +34,7 @@ pub enum SparseError {
         detail: String,
     },
     /// A tensor has an element type the kernels do not take (they are fp32).
-    #[error("{op} takes f32 tensors, found {found}")]
+    #[error("{op} takes f32, f16 or bf16 tensors, found {found}")]
     DType {
         /// The operation.
         op: &'static str,

@@ -75,7 +75,9 @@ impl GraphConvConfig {
 impl GraphConv {
     /// `Â · (X · W) + b`.
     pub fn forward(&self, adj: &SparseCsr, x: Tensor<2>) -> SparseResult<Tensor<2>> {
-        Ok(adj.spmm(self.linear.forward(x))? + self.bias.val().unsqueeze::<2>())
+        let y = adj.spmm(self.linear.forward(x))?;
+        let dtype = y.dtype();
+        Ok(y + self.bias.val().cast(dtype).unsqueeze::<2>())
     }
 
     /// `relu(Â · (X · W) + b)` by the fused SpMM + bias + ReLU program.

@@ -64,7 +64,10 @@ impl SparseLinear {
     pub fn forward(&self, x: Tensor<2>) -> SparseResult<Tensor<2>> {
         let y = self.weight.matrix()?.spmm(x.transpose())?.transpose();
         Ok(match &self.bias {
-            Some(b) => y + b.val().unsqueeze::<2>(),
+            Some(b) => {
+                let dtype = y.dtype();
+                y + b.val().cast(dtype).unsqueeze::<2>()
+            }
             None => y,
         })
     }

@@ -214,3 +214,43 @@ fn element_wise_operations_and_row_reductions_match_dense() {
         assert_eq!(host(x.add(&same).unwrap().values()), vec![4.0, 6.0]);
     }
 }
+
+#[test]
+fn half_precision_operands_are_computed_in_f32_and_returned_in_their_type() {
+    use burn::tensor::FloatDType;
+    for dev in devices() {
+        let ad = dev.clone().autodiff();
+        let (name, m) = matrices().into_iter().find(|(_, m)| m.rows * m.cols <= 1 << 18 && m.nnz() > 100).unwrap();
+        // WGSL has no bf16 (Burn's own cast panics on wgpu); Flex has both.
+        let halves = if matches!(dev.as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
+            vec![FloatDType::F16, FloatDType::BF16]
+        } else {
+            vec![FloatDType::F16]
+        };
+        for half in halves {
+            let what = |op: &str| format!("{op} {half:?} {name} on {dev:?}");
+            let a = sparse(&m, &ad);
+            let b32 = dense(m.cols, 8, 5, &ad);
+            let b = b32.clone().cast(half).require_grad();
+            let y = a.spmm(b.clone()).unwrap();
+            assert_eq!(y.dtype(), half.into(), "{}", what("spmm dtype"));
+            // The reference: the same (rounded) operands in f32, rounded to the half type.
+            let want = a.spmm(b.clone().detach().cast(FloatDType::F32)).unwrap().cast(half).cast(FloatDType::F32);
+            close(&what("spmm"), &host(y.clone().cast(FloatDType::F32)), &host(want), 1e-2);
+            let grads = y.cast(FloatDType::F32).sum().backward();
+            let db = b.grad(&grads).expect("rhs gradient");
+            assert_eq!(db.dtype(), half.into(), "{}", what("gradient dtype"));
+            let ones = Tensor::<2>::ones([m.rows, 8], &ad);
+            let want_db = a.transpose().unwrap().spmm(ones).unwrap();
+            close(&what("d rhs"), &host(db.cast(FloatDType::F32)), &host(want_db), 1e-2);
+            let s = a.sddmm(dense(m.rows, 8, 6, &ad).cast(half), b.clone().detach()).unwrap();
+            assert_eq!(s.values().dtype(), half.into());
+            let s32 = a.sddmm(dense(m.rows, 8, 6, &ad).cast(half).cast(FloatDType::F32), b.detach().cast(FloatDType::F32));
+            close(&what("sddmm"), &host(s.values().cast(FloatDType::F32)), &host(s32.unwrap().values()), 1e-2);
+        }
+        // f64 is not computed in f32 behind the caller's back: refused.
+        let a = sparse(&m, &dev);
+        let f64_operand = dense(m.cols, 2, 1, &dev).cast(FloatDType::F64);
+        assert!(matches!(a.spmm(f64_operand), Err(burn_sparsec::SparseError::DType { .. })));
+    }
+}
