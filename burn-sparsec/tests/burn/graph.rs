@@ -4,23 +4,11 @@
 use crate::common::*;
 use burn::tensor::{activation::relu, Tensor, TensorData};
 use burn_sparsec::{gcn_adjacency, GraphConvConfig};
-use sparsec_formats::Csr;
 use sparsec_testkit::{self as tk, Mat};
 
 /// Square generated matrices small enough to densify.
 fn graphs() -> Vec<(String, Mat)> {
     tk::generated_matrices().into_iter().filter(|(_, m)| m.rows == m.cols && m.rows <= 1200).collect()
-}
-
-fn csr(m: &Mat) -> Csr<i64, f64> {
-    Csr::try_new(
-        m.rows,
-        m.cols,
-        m.indptr.iter().map(|&x| x as i64).collect(),
-        m.indices.iter().map(|&x| x as i64).collect(),
-        m.vals.iter().map(|&x| x as f64).collect(),
-    )
-    .unwrap()
 }
 
 /// `D^-½ (A + Aᵀ + I) D^-½`, dense, from the definition.
@@ -44,7 +32,7 @@ fn gcn_adjacency_is_the_normalised_symmetric_graph_with_self_loops() {
     let graphs = graphs();
     assert!(graphs.len() >= 3, "{} square generated graphs", graphs.len());
     for (name, m) in graphs {
-        let adj = gcn_adjacency(&csr(&m), &dev).unwrap();
+        let adj = gcn_adjacency(&m.to_csr(), &dev).unwrap();
         close(&format!("gcn adjacency {name}"), &host(adj.to_dense()), &dense_gcn(&m), 1e-6);
     }
 }
@@ -54,7 +42,7 @@ fn graph_conv_equals_dense_burn_with_its_gradients() {
     for dev in devices() {
         let ad = dev.clone().autodiff();
         for (name, m) in graphs().into_iter().take(3) {
-            let adj = gcn_adjacency(&csr(&m), &ad).unwrap();
+            let adj = gcn_adjacency(&m.to_csr(), &ad).unwrap();
             let layer = GraphConvConfig::new(12, 5).init(&ad);
             let x = dense(m.rows, 12, 3, &ad).require_grad();
             let w = dense(m.rows, 5, 4, &ad);
