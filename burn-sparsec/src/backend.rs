@@ -17,6 +17,7 @@ use burn::backend::{backend_extension, Autodiff, Backend, DType, Flex, Shape, Te
 use burn_cubecl::kernel::{cast, into_contiguous};
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use sparsec_backend_cubecl::DeviceArg;
+use sparsec_ir::data::Array;
 
 /// The sparse operations sparsec provides to Burn, on tensor primitives.
 ///
@@ -333,11 +334,11 @@ impl KernelHost for Flex {
         let read = |t: FlexTensor, float: bool| {
             let data = t.into_data();
             let v = if float {
-                data.convert::<f32>().try_into_vec::<f32>().map(HostArg::F32)
+                data.convert::<f32>().try_into_vec::<f32>().map(Array::F32)
             } else {
-                data.convert::<i32>().try_into_vec::<i32>().map(HostArg::I32)
+                data.convert::<i32>().try_into_vec::<i32>().map(Array::I32)
             };
-            v.unwrap_or_else(|e| panic!("burn-sparsec: reading a Flex tensor: {e:?}"))
+            HostArg::Array(v.unwrap_or_else(|e| panic!("burn-sparsec: reading a Flex tensor: {e:?}")))
         };
         let mut output = None;
         let mut args = Vec::with_capacity(operands.len());
@@ -348,7 +349,7 @@ impl KernelHost for Flex {
                 Operand::Output(shape) => {
                     let len = shape.iter().product();
                     output = Some((p, shape));
-                    HostArg::F32(vec![0.0; len])
+                    HostArg::Array(Array::F32(vec![0.0; len]))
                 }
                 Operand::Scalar(v) => HostArg::Scalar(v as i64),
             });

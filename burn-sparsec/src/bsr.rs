@@ -1,7 +1,7 @@
 //! [`SparseBsr`]: a block-sparse (BSR) matrix on a Burn device.
 
 use crate::backend::SparseBackend;
-use crate::csr::{check_device, check_f32, check_supported, f32_of, fit, int_tensor, prepare, transpose_host};
+use crate::csr::{check_device, check_float, check_supported, f32_of, fit, int_tensor, prepare, transpose_host};
 use crate::error::{Result, SparseError};
 use crate::kernels::Kernel;
 use burn::backend::Dispatch;
@@ -148,7 +148,7 @@ impl SparseBsr {
                 detail: format!("the pattern stores {want} entries, the values have {}", values.dims()[0]),
             });
         }
-        check_f32("with_values", &values)?;
+        check_float("with_values", &values)?;
         check_device("with_values", &self.pattern.device, &values.device())?;
         Ok(SparseBsr { pattern: self.pattern.clone(), values })
     }
@@ -201,7 +201,7 @@ impl SparseBsr {
     /// the values and `rhs` on an autodiff device.
     pub fn spmm(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
         let p = &self.pattern;
-        check_f32("bsr spmm", &rhs)?;
+        check_float("bsr spmm", &rhs)?;
         check_device("bsr spmm", &p.device, &rhs.device())?;
         let [r, f] = rhs.dims();
         if r != p.cols {

@@ -200,21 +200,29 @@ impl SparseCsr {
     pub fn from_dense(dense: Tensor<2>, threshold: f32) -> Result<Self> {
         let device = dense.device();
         let [rows, cols] = dense.dims();
-        let data = dense.try_into_data().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
-        let data = data.convert::<f32>();
-        let flat = data.as_slice::<f32>().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+        let flat = read_floats(dense)?;
+        Self::from_masked(rows, cols, &flat, |p| flat[p].abs() > threshold, &device)
+    }
+
+    /// The entries `p` of a dense row-major `rows × cols` matrix for which `keep(p)` holds.
+    pub(crate) fn from_masked(
+        rows: usize,
+        cols: usize,
+        flat: &[f32],
+        keep: impl Fn(usize) -> bool,
+        device: &Device,
+    ) -> Result<Self> {
         let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
         for r in 0..rows {
             for c in 0..cols {
-                let v = flat[r * cols + c];
-                if v.abs() > threshold {
+                if keep(r * cols + c) {
                     indices.push(fit("column index", c)?);
-                    values.push(v);
+                    values.push(flat[r * cols + c]);
                 }
             }
             indptr.push(fit("nnz", indices.len())?);
         }
-        Self::from_parts(rows, cols, indptr, indices, values, &device)
+        Self::from_parts(rows, cols, indptr, indices, values, device)
     }
 
     /// A matrix with this pattern and new entries (`values` of `[nnz]`, f32, same device).
@@ -231,7 +239,7 @@ impl SparseCsr {
                 detail: format!("the pattern has {} entries, the values {n}", pattern.nnz()),
             });
         }
-        check_f32("with_values", &values)?;
+        check_float("with_values", &values)?;
         check_device("with_values", &pattern.device, &values.device())?;
         Ok(SparseCsr { pattern, values })
     }
@@ -288,8 +296,7 @@ impl SparseCsr {
 
     /// The matrix back on the host as a `formats` CSR matrix.
     pub fn to_csr(&self) -> Result<Csr<i32, f32>> {
-        let data = self.values.clone().try_into_data().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
-        let values = data.convert::<f32>().try_to_vec::<f32>().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+        let values = read_floats(self.values.clone())?;
         Ok(Csr::try_new(
             self.rows(),
             self.cols(),
@@ -335,7 +342,7 @@ impl SparseCsr {
         self.check_dense("spmm_bias_relu", &rhs, self.cols())?;
         let dtype = rhs.dtype();
         let feat = rhs.dims()[1];
-        check_f32("spmm_bias_relu", &bias)?;
+        check_float("spmm_bias_relu", &bias)?;
         check_device("spmm_bias_relu", &self.pattern.device, &bias.device())?;
         if bias.dims()[0] != feat {
             return Err(SparseError::Shape {
@@ -442,7 +449,7 @@ impl SparseCsr {
 
     /// A dense f32 operand of `[rows, _]` on this matrix's device.
     fn check_dense(&self, op: &'static str, t: &Tensor<2>, rows: usize) -> Result<()> {
-        check_f32(op, t)?;
+        check_float(op, t)?;
         check_device(op, &self.pattern.device, &t.device())?;
         let [r, f] = t.dims();
         if r != rows {
@@ -456,11 +463,17 @@ impl SparseCsr {
 
 /// Fails unless `t` holds a float type the kernels take: `f32`, or `f16`/`bf16`, which are
 /// computed in `f32` (cast at the kernel's boundary) and returned in their own type.
-pub(crate) fn check_f32<const D: usize>(op: &'static str, t: &Tensor<D>) -> Result<()> {
+pub(crate) fn check_float<const D: usize>(op: &'static str, t: &Tensor<D>) -> Result<()> {
     match t.dtype() {
         DType::F32 | DType::F16 | DType::BF16 => Ok(()),
         other => Err(SparseError::DType { op, found: format!("{other:?}") }),
     }
+}
+
+/// Reads a float tensor back to the host as `f32`s.
+pub(crate) fn read_floats<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
+    let data = t.try_into_data().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
+    data.convert::<f32>().try_to_vec::<f32>().map_err(|e| SparseError::ReadBack(format!("{e:?}")))
 }
 
 /// `t` in `f32` for a kernel (a no-op for `f32`; differentiable).

@@ -3,6 +3,7 @@
 
 use crate::csr::{fit, SparseCsr};
 use crate::error::Result as SparseResult;
+use crate::linear::add_bias;
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
@@ -75,9 +76,7 @@ impl GraphConvConfig {
 impl GraphConv {
     /// `Â · (X · W) + b`.
     pub fn forward(&self, adj: &SparseCsr, x: Tensor<2>) -> SparseResult<Tensor<2>> {
-        let y = adj.spmm(self.linear.forward(x))?;
-        let dtype = y.dtype();
-        Ok(y + self.bias.val().cast(dtype).unsqueeze::<2>())
+        Ok(add_bias(adj.spmm(self.linear.forward(x))?, self.bias.val()))
     }
 
     /// `relu(Â · (X · W) + b)` by the fused SpMM + bias + ReLU program.

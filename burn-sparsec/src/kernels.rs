@@ -116,54 +116,49 @@ impl Kernel {
     /// The scheduled program at Stage III: [`Kernel::program`] lowered by its trace through
     /// the driver's one pipeline (`sparsec::driver::lower_with`), as `sparsec run` does.
     pub fn scheduled(self) -> Result<Func, KernelError> {
-        let err = |detail: String| KernelError::Schedule { kernel: self.name(), detail };
-        let trace = Trace::from_json(self.trace()).map_err(|e| err(e.to_string()))?;
-        let plan = sparsec::driver::Plan::Trace(trace);
-        let mut stages = sparsec::driver::lower_with(&self.program()?, &plan).map_err(|e| err(e.to_string()))?;
-        stages.pop().ok_or_else(|| err("the pipeline produced no function".into()))
-    }
-
-    /// The compiled program, built on first use and cached.
-    pub fn compiled(self) -> Result<Arc<CompiledProgram>, KernelError> {
-        static CACHE: OnceLock<Mutex<HashMap<Kernel, Arc<CompiledProgram>>>> = OnceLock::new();
-        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-        if let Some(p) = cache.lock().map_err(|_| KernelError::Poisoned)?.get(&self) {
-            return Ok(p.clone());
-        }
-        // Compile outside the lock; a racing thread may compile too, the first insert wins.
-        let func = self.scheduled()?;
-        let prog = sparsec_backend_cubecl::compile(&func)
-            .map_err(|e| KernelError::Compile { kernel: self.name(), detail: e.to_string() })?;
-        let mut guard = cache.lock().map_err(|_| KernelError::Poisoned)?;
-        Ok(guard.entry(self).or_insert_with(|| Arc::new(prog)).clone())
+        let trace = Trace::from_json(self.trace())
+            .map_err(|e| KernelError::Schedule { kernel: self.name(), detail: e.to_string() })?;
+        self.lowered(&sparsec::driver::Plan::Trace(trace))
     }
 
     /// The program at Stage III under the default CPU schedule (`--auto cpu`), through the
     /// driver's one pipeline.
     pub fn cpu_scheduled(self) -> Result<Func, KernelError> {
+        self.lowered(&sparsec::driver::Plan::Auto(sparsec::driver::AutoSchedule::Cpu))
+    }
+
+    /// [`Kernel::program`] lowered to Stage III by `plan`.
+    fn lowered(self, plan: &sparsec::driver::Plan) -> Result<Func, KernelError> {
         let err = |detail: String| KernelError::Schedule { kernel: self.name(), detail };
-        let plan = sparsec::driver::Plan::Auto(sparsec::driver::AutoSchedule::Cpu);
-        let mut stages = sparsec::driver::lower_with(&self.program()?, &plan).map_err(|e| err(e.to_string()))?;
+        let mut stages = sparsec::driver::lower_with(&self.program()?, plan).map_err(|e| err(e.to_string()))?;
         stages.pop().ok_or_else(|| err("the pipeline produced no function".into()))
+    }
+
+    /// The compiled program, built on first use and cached.
+    pub fn compiled(self) -> Result<Arc<CompiledProgram>, KernelError> {
+        static CACHE: KernelCache<Arc<CompiledProgram>> = OnceLock::new();
+        cached(&CACHE, self, || {
+            let func = self.scheduled()?;
+            let prog = sparsec_backend_cubecl::compile(&func)
+                .map_err(|e| KernelError::Compile { kernel: self.name(), detail: e.to_string() })?;
+            Ok(Arc::new(prog))
+        })
     }
 
     /// The JIT-compiled CPU kernel, built on first use and cached (a kernel runs one call at a
     /// time: it is not `Sync`).
     pub fn cpu_compiled(self) -> Result<Arc<Mutex<CpuKernel>>, KernelError> {
-        static CACHE: OnceLock<Mutex<HashMap<Kernel, Arc<Mutex<CpuKernel>>>>> = OnceLock::new();
-        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-        if let Some(k) = cache.lock().map_err(|_| KernelError::Poisoned)?.get(&self) {
-            return Ok(k.clone());
-        }
-        let func = self.cpu_scheduled()?;
-        // Flex runs its own operations on rayon between the kernels: OpenMP threads that spin
-        // after a kernel would take their cores (measured: a sparse MLP step 3.5 ms instead
-        // of 0.9 ms on two cores).
-        let opts = CpuOptions { openmp_blocktime_ms: Some(0), ..CpuOptions::default() };
-        let kernel = CpuKernel::compile(&func, &opts)
-            .map_err(|e| KernelError::Cpu { kernel: self.name(), detail: e.to_string() })?;
-        let mut guard = cache.lock().map_err(|_| KernelError::Poisoned)?;
-        Ok(guard.entry(self).or_insert_with(|| Arc::new(Mutex::new(kernel))).clone())
+        static CACHE: KernelCache<Arc<Mutex<CpuKernel>>> = OnceLock::new();
+        cached(&CACHE, self, || {
+            let func = self.cpu_scheduled()?;
+            // Flex runs its own operations on rayon between the kernels: OpenMP threads that
+            // spin after a kernel would take their cores (measured: a sparse MLP step 3.5 ms
+            // instead of 0.9 ms on two cores).
+            let opts = CpuOptions { openmp_blocktime_ms: Some(0), ..CpuOptions::default() };
+            let kernel = CpuKernel::compile(&func, &opts)
+                .map_err(|e| KernelError::Cpu { kernel: self.name(), detail: e.to_string() })?;
+            Ok(Arc::new(Mutex::new(kernel)))
+        })
     }
 
     /// Runs the CPU kernel on host arrays given in parameter order and returns the array of
@@ -181,8 +176,7 @@ impl Kernel {
         let mut call = Args::new();
         for (p, a) in params.iter().zip(args) {
             match a {
-                HostArg::F32(v) => call.array(p.name.clone(), Array::F32(v)),
-                HostArg::I32(v) => call.array(p.name.clone(), Array::I32(v)),
+                HostArg::Array(v) => call.array(p.name.clone(), v),
                 HostArg::Scalar(v) => call.int(p.name.clone(), v),
             };
         }
@@ -197,10 +191,27 @@ impl Kernel {
 /// A host argument of a CPU kernel call.
 #[derive(Debug)]
 pub(crate) enum HostArg {
-    /// An `f32` array.
-    F32(Vec<f32>),
-    /// An `i32` array.
-    I32(Vec<i32>),
+    /// An array.
+    Array(Array),
     /// An integer scalar.
     Scalar(i64),
+}
+
+/// A per-kernel cache of built programs.
+type KernelCache<T> = OnceLock<Mutex<HashMap<Kernel, T>>>;
+
+/// The entry of `kernel` in `cache`, built by `build` on first use. Built outside the lock; a
+/// racing thread may build too, the first insert wins.
+fn cached<T: Clone>(
+    cache: &KernelCache<T>,
+    kernel: Kernel,
+    build: impl FnOnce() -> Result<T, KernelError>,
+) -> Result<T, KernelError> {
+    let map = cache.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(v) = map.lock().map_err(|_| KernelError::Poisoned)?.get(&kernel) {
+        return Ok(v.clone());
+    }
+    let v = build()?;
+    let mut guard = map.lock().map_err(|_| KernelError::Poisoned)?;
+    Ok(guard.entry(kernel).or_insert(v).clone())
 }

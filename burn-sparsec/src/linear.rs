@@ -64,10 +64,7 @@ impl SparseLinear {
     pub fn forward(&self, x: Tensor<2>) -> SparseResult<Tensor<2>> {
         let y = self.weight.matrix()?.spmm(x.transpose())?.transpose();
         Ok(match &self.bias {
-            Some(b) => {
-                let dtype = y.dtype();
-                y + b.val().cast(dtype).unsqueeze::<2>()
-            }
+            Some(b) => add_bias(y, b.val()),
             None => y,
         })
     }
@@ -122,4 +119,10 @@ pub fn erdos_renyi_densities(shapes: &[(usize, usize)], density: f64) -> SparseR
                 .collect());
         }
     }
+}
+
+/// `y + b` with `b` (`[n]`) added to every row of `y` (`[_, n]`), in `y`'s float type.
+pub(crate) fn add_bias(y: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    let dtype = y.dtype();
+    y + b.cast(dtype).unsqueeze::<2>()
 }

@@ -2,7 +2,7 @@
 //! (integer parameters that optimisers never touch, saved and loaded with the record); the
 //! entries are a trainable `Param`.
 
-use crate::csr::{fit, int_tensor, Pattern, SparseCsr};
+use crate::csr::{fit, int_tensor, read_floats, Pattern, SparseCsr};
 use crate::error::{Result, SparseError};
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param, ParamId};
 use burn::tensor::{Device, Int, Tensor};
@@ -117,12 +117,6 @@ impl SplitMix {
 fn read_ints(what: &str, t: Tensor<1, Int>) -> Result<Vec<i64>> {
     let data = t.try_into_data().map_err(|e| SparseError::ReadBack(format!("{what}: {e:?}")))?;
     data.convert::<i64>().try_to_vec::<i64>().map_err(|e| SparseError::ReadBack(format!("{what}: {e:?}")))
-}
-
-/// Reads a float tensor back as `f32`s.
-pub(crate) fn read_floats<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
-    let data = t.try_into_data().map_err(|e| SparseError::ReadBack(format!("{e:?}")))?;
-    data.convert::<f32>().try_to_vec::<f32>().map_err(|e| SparseError::ReadBack(format!("{e:?}")))
 }
 
 /// `v` as `i32`s, or the record error naming `what`.
@@ -295,21 +289,23 @@ impl SparseWeight {
         let values = read_floats(self.values.val())?;
         let grad = read_floats(dense_grad)?;
         let nnz = values.len();
+        // Row-major position of every entry, in storage order.
+        let entries: Vec<usize> = (0..rows)
+            .flat_map(|r| {
+                let (lo, hi) = (pattern.host_indptr[r] as usize, pattern.host_indptr[r + 1] as usize);
+                pattern.host_indices[lo..hi].iter().map(move |&c| r * cols + c as usize)
+            })
+            .collect();
         let mut active = vec![false; rows * cols];
         let mut value_at = vec![0f32; rows * cols];
-        for r in 0..rows {
-            for p in pattern.host_indptr[r] as usize..pattern.host_indptr[r + 1] as usize {
-                let flat = r * cols + pattern.host_indices[p] as usize;
-                active[flat] = true;
-                value_at[flat] = values[p];
-            }
+        for (&f, &v) in entries.iter().zip(&values) {
+            active[f] = true;
+            value_at[f] = v;
         }
         let swap = ((fraction * nnz as f64).round() as usize).min(rows * cols - nnz);
         // Drop: keep the nnz - swap largest of the current entries.
         let mut keep = vec![false; rows * cols];
-        let entries: Vec<usize> = (0..rows * cols).filter(|&f| active[f]).collect();
-        let entry_values: Vec<f32> = entries.iter().map(|&f| value_at[f]).collect();
-        for p in largest(&entry_values, nnz - swap) {
+        for p in largest(&values, nnz - swap) {
             keep[entries[p]] = true;
         }
         // Grow: the largest gradients outside the old pattern.
@@ -323,17 +319,7 @@ impl SparseWeight {
 
     /// The kept entries of a dense row-major matrix as a weight.
     fn from_mask(rows: usize, cols: usize, flat: &[f32], keep: &[bool], device: &Device) -> Result<Self> {
-        let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
-        for r in 0..rows {
-            for c in 0..cols {
-                if keep[r * cols + c] {
-                    indices.push(fit("column index", c)?);
-                    values.push(flat[r * cols + c]);
-                }
-            }
-            indptr.push(fit("nnz", indices.len())?);
-        }
-        Self::from_parts(rows, cols, indptr, indices, values, device)
+        Self::from_csr(&SparseCsr::from_masked(rows, cols, flat, |p| keep[p], device)?)
     }
 
     /// The validated pattern on the values' device: the cached one, or one rebuilt after a
