@@ -3,19 +3,25 @@
 //! (sparsec kernels forward, SDDMM and the transposed SpMM backward). Prints test accuracy and
 //! step time of each.
 //!
+//! The sparse model's pattern is static (random, Erdős–Rényi densities per layer), updated by
+//! RigL (`--rigl-every N`), or found by gradual magnitude pruning from a dense start
+//! (`--gradual`: Zhu & Gupta's cubic schedule over the first `--prune-until` of the steps,
+//! then fine-tuning); the optimiser's state follows every new pattern (`follow_patterns`).
+//!
 //! The task: Gaussian inputs labelled by a fixed random linear teacher (the largest of its
 //! projections), split into training and test points.
 //!
 //! ```text
 //! cargo run --release -p burn-sparsec --example sparse_mlp -- --steps 300 --density 0.1 --device flex
+//! cargo run --release -p burn-sparsec --example sparse_mlp -- --steps 600 --gradual --device flex
 //! ```
 
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{activation::relu, Device, DeviceKind, Int, Tensor, TensorData};
-use burn_sparsec::{erdos_renyi_densities, SparseLinear, SparseLinearConfig};
+use burn_sparsec::{erdos_renyi_densities, follow_patterns, GradualPruning, SparseLinear, SparseLinearConfig};
 use std::error::Error;
 use std::time::Instant;
 
@@ -43,6 +49,12 @@ pub struct Options {
     pub rigl_every: usize,
     /// RigL: fraction of the entries swapped at the first update (decays to 0 by the end).
     pub rigl_fraction: f64,
+    /// Gradual magnitude pruning from a dense start instead of a random static pattern.
+    pub gradual: bool,
+    /// Gradual pruning reaches the target density at this fraction of the steps.
+    pub prune_until: f64,
+    /// Gradual pruning prunes every this many steps.
+    pub prune_every: usize,
     /// Run on Flex (the CPU; sparse kernels through the MLIR JIT) instead of wgpu.
     pub cpu: bool,
 }
@@ -61,6 +73,9 @@ impl Default for Options {
             lr: 0.01,
             rigl_every: 0,
             rigl_fraction: 0.3,
+            gradual: false,
+            prune_until: 0.5,
+            prune_every: 10,
             cpu: false,
         }
     }
@@ -71,7 +86,8 @@ impl Default for Options {
 pub struct Outcome {
     /// Accuracy on the test points.
     pub accuracy: f64,
-    /// Median seconds of a training step, the first excluded.
+    /// Median seconds of a training step over the last half of the steps (once a gradually
+    /// pruned model has its final pattern, by default).
     pub step_seconds: f64,
     /// Stored weights.
     pub weights: usize,
@@ -84,11 +100,13 @@ pub struct DenseMlp {
     output: Linear,
 }
 
-/// The sparse MLP.
+/// The sparse MLP, and the densities its layers are pruned to (gradual pruning).
 #[derive(Module, Debug)]
 pub struct SparseMlp {
     hidden: SparseLinear,
     output: SparseLinear,
+    #[module(skip)]
+    targets: [f64; 2],
 }
 
 /// A model that maps a batch to logits.
@@ -96,16 +114,31 @@ pub trait Classifier: Module + Sized {
     /// Logits of `x`.
     fn logits(&self, x: Tensor<2>) -> Result<Tensor<2>, Box<dyn Error>>;
 
-    /// The model after a dynamic-sparsity update on the batch `(x, y)` swapping `fraction`
-    /// of its sparse entries (the dense model has none).
-    fn regrow(self, _x: Tensor<2>, _y: Tensor<1, Int>, _fraction: f64) -> Result<Self, Box<dyn Error>> {
-        Ok(self)
+    /// Stored weights (biases excluded).
+    fn stored(&self) -> usize;
+
+    /// The model and optimiser before training step `step` on the batch `(x, y)`: a RigL or
+    /// gradual-pruning update of the sparse patterns where `o` asks for one (the dense model
+    /// has none).
+    fn update(
+        self,
+        _o: &Options,
+        _step: usize,
+        _x: Tensor<2>,
+        _y: Tensor<1, Int>,
+        optim: ModuleOptimizer,
+    ) -> Result<(Self, ModuleOptimizer), Box<dyn Error>> {
+        Ok((self, optim))
     }
 }
 
 impl Classifier for DenseMlp {
     fn logits(&self, x: Tensor<2>) -> Result<Tensor<2>, Box<dyn Error>> {
         Ok(self.output.forward(relu(self.hidden.forward(x))))
+    }
+
+    fn stored(&self) -> usize {
+        self.hidden.weight.val().shape().num_elements() + self.output.weight.val().shape().num_elements()
     }
 }
 
@@ -114,8 +147,46 @@ impl Classifier for SparseMlp {
         Ok(self.output.forward(relu(self.hidden.forward(x)?))?)
     }
 
+    fn stored(&self) -> usize {
+        self.hidden.weight.nnz() + self.output.weight.nnz()
+    }
+
+    fn update(
+        self,
+        o: &Options,
+        step: usize,
+        x: Tensor<2>,
+        y: Tensor<1, Int>,
+        optim: ModuleOptimizer,
+    ) -> Result<(Self, ModuleOptimizer), Box<dyn Error>> {
+        let next = if o.gradual {
+            let end = (o.prune_until * o.steps as f64) as usize;
+            let mut densities = [0.0; 2];
+            for (d, &target) in densities.iter_mut().zip(&self.targets) {
+                match GradualPruning::new(1.0, target, 0, end, o.prune_every)?.prune_at(step) {
+                    Some(density) if step > 0 => *d = density,
+                    _ => return Ok((self, optim)),
+                }
+            }
+            SparseMlp { hidden: self.hidden.prune(densities[0])?, output: self.output.prune(densities[1])?, ..self }
+        } else if o.rigl_every > 0 && step > 0 && step.is_multiple_of(o.rigl_every) {
+            // Cosine decay of the swapped fraction, as in RigL.
+            let decay = 0.5 * (1.0 + (std::f64::consts::PI * step as f64 / o.steps as f64).cos());
+            self.regrow(x, y, o.rigl_fraction * decay)?
+        } else {
+            return Ok((self, optim));
+        };
+        let optim = follow_patterns(
+            optim,
+            &[(&self.hidden.weight, &next.hidden.weight), (&self.output.weight, &next.output.weight)],
+        )?;
+        Ok((next, optim))
+    }
+}
+
+impl SparseMlp {
     /// RigL: the dense weight gradients from one pass through dense views of the weights.
-    fn regrow(self, x: Tensor<2>, y: Tensor<1, Int>, fraction: f64) -> Result<Self, Box<dyn Error>> {
+    fn regrow(&self, x: Tensor<2>, y: Tensor<1, Int>, fraction: f64) -> Result<Self, Box<dyn Error>> {
         let leaf = |l: &SparseLinear| -> Result<Tensor<2>, Box<dyn Error>> {
             Ok(l.weight.to_dense()?.detach().require_grad())
         };
@@ -131,7 +202,11 @@ impl Classifier for SparseMlp {
         }
         let grads = CrossEntropyLossConfig::new().init(&w1.device()).forward(logits, y).backward();
         let (g1, g2) = (w1.grad(&grads).ok_or("no gradient")?, w2.grad(&grads).ok_or("no gradient")?);
-        Ok(SparseMlp { hidden: self.hidden.rigl(g1, fraction)?, output: self.output.rigl(g2, fraction)? })
+        Ok(SparseMlp {
+            hidden: self.hidden.rigl(g1, fraction)?,
+            output: self.output.rigl(g2, fraction)?,
+            targets: self.targets,
+        })
     }
 }
 
@@ -165,12 +240,7 @@ fn task(o: &Options, n: usize, seed: u64) -> (Vec<f32>, Vec<i64>) {
 }
 
 /// Trains `model` on the task and measures it.
-pub fn train<M: Classifier>(
-    o: &Options,
-    mut model: M,
-    weights: usize,
-    device: &Device,
-) -> Result<Outcome, Box<dyn Error>> {
+pub fn train<M: Classifier>(o: &Options, mut model: M, device: &Device) -> Result<Outcome, Box<dyn Error>> {
     let (x, y) = task(o, o.train, 1);
     let (tx, ty) = task(o, o.test, 2);
     let loss_fn = CrossEntropyLossConfig::new().init(device);
@@ -186,11 +256,7 @@ pub fn train<M: Classifier>(
         );
         let yb = Tensor::<1, Int>::from_data(TensorData::new(y[rows].to_vec(), [o.batch]), device);
         let t = Instant::now();
-        if o.rigl_every > 0 && step > 0 && step % o.rigl_every == 0 {
-            // Cosine decay of the swapped fraction, as in RigL.
-            let decay = 0.5 * (1.0 + (std::f64::consts::PI * step as f64 / o.steps as f64).cos());
-            model = model.regrow(xb.clone(), yb.clone(), o.rigl_fraction * decay)?;
-        }
+        (model, optim) = model.update(o, step, xb.clone(), yb.clone(), optim)?;
         let loss = loss_fn.forward(model.logits(xb)?, yb);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optim.step(o.lr, model, grads);
@@ -207,12 +273,12 @@ pub fn train<M: Classifier>(
             (0..o.classes).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap_or(0) as i64 == l
         })
         .count();
-    let mut rest = times[1.min(times.len())..].to_vec();
+    let mut rest = times[times.len() / 2..].to_vec();
     rest.sort_by(f64::total_cmp);
     Ok(Outcome {
         accuracy: right as f64 / o.test as f64,
         step_seconds: rest.get(rest.len() / 2).copied().unwrap_or(0.0),
-        weights,
+        weights: model.stored(),
     })
 }
 
@@ -224,15 +290,16 @@ pub fn compare(o: &Options) -> Result<(Outcome, Outcome), Box<dyn Error>> {
         hidden: LinearConfig::new(o.inputs, o.hidden).init(&device),
         output: LinearConfig::new(o.hidden, o.classes).init(&device),
     };
-    let dense_weights = o.inputs * o.hidden + o.hidden * o.classes;
     // The weights spread over the layers by Erdős–Rényi densities (the classifier denser).
     let d = erdos_renyi_densities(&[(o.hidden, o.inputs), (o.classes, o.hidden)], o.density)?;
+    // A gradually pruned model starts dense (every entry stored) and reaches these densities.
+    let start = |density: f64| if o.gradual { 1.0 } else { density };
     let sparse = SparseMlp {
-        hidden: SparseLinearConfig::new(o.inputs, o.hidden).with_density(d[0]).with_seed(1).init(&device)?,
-        output: SparseLinearConfig::new(o.hidden, o.classes).with_density(d[1]).with_seed(2).init(&device)?,
+        hidden: SparseLinearConfig::new(o.inputs, o.hidden).with_density(start(d[0])).with_seed(1).init(&device)?,
+        output: SparseLinearConfig::new(o.hidden, o.classes).with_density(start(d[1])).with_seed(2).init(&device)?,
+        targets: [d[0], d[1]],
     };
-    let sparse_weights = sparse.hidden.weight.nnz() + sparse.output.weight.nnz();
-    Ok((train(o, dense, dense_weights, &device)?, train(o, sparse, sparse_weights, &device)?))
+    Ok((train(o, dense, &device)?, train(o, sparse, &device)?))
 }
 
 #[allow(dead_code)]
@@ -256,9 +323,13 @@ fn parse_args() -> Result<Options, String> {
             "--rigl-every" => {
                 o.rigl_every = value("--rigl-every")?.parse().map_err(|e| format!("--rigl-every: {e}"))?
             }
+            "--gradual" => o.gradual = true,
+            "--prune-until" => {
+                o.prune_until = value("--prune-until")?.parse().map_err(|e| format!("--prune-until: {e}"))?
+            }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (try --steps N, --hidden N, --density X, --lr X, --rigl-every N, --device flex|wgpu)"
+                    "unknown argument `{other}` (try --steps N, --hidden N, --density X, --lr X, --rigl-every N, --gradual, --prune-until F, --device flex|wgpu)"
                 ))
             }
         }

@@ -58,6 +58,9 @@ pub enum SparseError {
     /// A sparse weight's loaded pattern parameters do not form a matrix.
     #[error("invalid sparse weight record: {0}")]
     Record(String),
+    /// An optimiser's state could not follow a sparse weight's new pattern.
+    #[error("optimiser state: {0}")]
+    Optimizer(String),
     /// Reading a tensor back to the host failed.
     #[error("reading a tensor back failed: {0}")]
     ReadBack(String),

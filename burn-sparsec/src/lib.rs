@@ -9,7 +9,9 @@
 //! * [`SparseWeight`]: a sparse matrix as a module parameter (constant pattern saved with the
 //!   record, trainable values), [`SparseLinear`] (`y = x · Wᵀ + b`), and pruning: by
 //!   magnitude ([`SparseWeight::magnitude`], [`SparseWeight::prune`]) and N:M / 2:4
-//!   ([`SparseWeight::n_m`]).
+//!   ([`SparseWeight::n_m`]), per row ([`SparseWeight::prune_rows`]), gradually
+//!   ([`GradualPruning`]) and RigL ([`SparseWeight::rigl`]), with the optimiser's state
+//!   following each new pattern ([`follow_patterns`]).
 //! * Graph convolution: [`gcn_adjacency`] (`D^-½ (A + Aᵀ + I) D^-½`) and [`GraphConv`].
 //! * [`spmm`], [`sddmm`], [`spmm_bias_relu`] (SpMM with a fused bias + ReLU epilogue) and
 //!   [`SparseBsr::spmm`].
@@ -31,6 +33,8 @@ mod error;
 mod graph;
 pub mod kernels;
 mod linear;
+mod optim;
+mod pruning;
 mod weight;
 
 pub use backend::SparseBackend;
@@ -40,4 +44,6 @@ pub use error::{Result, SparseError};
 pub use graph::{gcn_adjacency, GraphConv, GraphConvConfig};
 pub use kernels::{Kernel, KernelError};
 pub use linear::{erdos_renyi_densities, SparseLinear, SparseLinearConfig};
+pub use optim::follow_patterns;
+pub use pruning::GradualPruning;
 pub use weight::{SparseStats, SparseWeight};

@@ -253,6 +253,29 @@ impl SparseWeight {
         for p in largest(&values, keep) {
             keep_mask[p] = true;
         }
+        self.keep(&pattern, &values, &keep_mask)
+    }
+
+    /// This weight pruned by magnitude row by row: every row keeps its
+    /// `round(density · cols)` entries of largest magnitude (all of them if it has fewer), so
+    /// no output loses all its inputs the way a global threshold can starve a row.
+    pub fn prune_rows(&self, density: f64) -> Result<Self> {
+        check_density("SparseWeight::prune_rows", density)?;
+        let pattern = self.pattern()?;
+        let values = read_floats(self.values.val())?;
+        let per_row = (density * pattern.cols as f64).round() as usize;
+        let mut keep_mask = vec![false; values.len()];
+        for r in 0..pattern.rows {
+            let (lo, hi) = (pattern.host_indptr[r] as usize, pattern.host_indptr[r + 1] as usize);
+            for p in largest(&values[lo..hi], per_row) {
+                keep_mask[lo + p] = true;
+            }
+        }
+        self.keep(&pattern, &values, &keep_mask)
+    }
+
+    /// The entries of this weight (stored order) that `keep_mask` marks, as a new weight.
+    fn keep(&self, pattern: &Pattern, values: &[f32], keep_mask: &[bool]) -> Result<Self> {
         let (mut indptr, mut indices, mut kept) = (vec![0i32], Vec::new(), Vec::new());
         for r in 0..pattern.rows {
             for p in pattern.host_indptr[r] as usize..pattern.host_indptr[r + 1] as usize {
@@ -261,7 +284,7 @@ impl SparseWeight {
                     kept.push(values[p]);
                 }
             }
-            indptr.push(indices.len() as i32);
+            indptr.push(fit("nnz", indices.len())?);
         }
         Self::from_parts(pattern.rows, pattern.cols, indptr, indices, kept, &self.values.val().device())
     }
@@ -315,6 +338,27 @@ impl SparseWeight {
             keep[outside[p]] = true;
         }
         Self::from_mask(rows, cols, &value_at, &keep, &self.values.val().device())
+    }
+
+    /// For each of this weight's entries in storage order, the position of the same
+    /// `(row, column)` among `other`'s entries, if it has one. The shapes must agree.
+    pub(crate) fn slots_in(&self, other: &SparseWeight) -> Result<Vec<Option<usize>>> {
+        let (p, q) = (self.pattern()?, other.pattern()?);
+        if (p.rows, p.cols) != (q.rows, q.cols) {
+            return Err(SparseError::Shape {
+                op: "follow_patterns",
+                detail: format!("the weight was {}×{} and is {}×{}", q.rows, q.cols, p.rows, p.cols),
+            });
+        }
+        let mut slots = Vec::with_capacity(p.nnz());
+        for r in 0..p.rows {
+            let (lo, hi) = (q.host_indptr[r] as usize, q.host_indptr[r + 1] as usize);
+            let row = &q.host_indices[lo..hi];
+            for &c in &p.host_indices[p.host_indptr[r] as usize..p.host_indptr[r + 1] as usize] {
+                slots.push(row.binary_search(&c).ok().map(|k| lo + k));
+            }
+        }
+        Ok(slots)
     }
 
     /// The kept entries of a dense row-major matrix as a weight.

@@ -1,10 +1,12 @@
 //! burn-sparsec end to end on the default wgpu device (lavapipe in CI): forward results
 //! against dense Burn matmul, gradients against Burn autodiff on the densified matrix,
 //! refusals of invalid input, the shipped schedules, the GCN example, and sparse weights as
-//! module parameters (SparseLinear, records, pruning).
+//! module parameters (SparseLinear, records, pruning, optimiser state that follows a new pattern).
 
 #[path = "burn/common.rs"]
 mod common;
+#[path = "burn/dynamic.rs"]
+mod dynamic;
 #[path = "burn/forward.rs"]
 mod forward;
 #[path = "burn/gcn.rs"]
