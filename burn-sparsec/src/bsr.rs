@@ -205,7 +205,10 @@ impl SparseBsr {
         check_device("bsr spmm", &p.device, &rhs.device())?;
         let [r, f] = rhs.dims();
         if r != p.cols {
-            return Err(SparseError::Shape { op: "bsr spmm", detail: format!("rhs has {r} rows, expected {}", p.cols) });
+            return Err(SparseError::Shape {
+                op: "bsr spmm",
+                detail: format!("rhs has {r} rows, expected {}", p.cols),
+            });
         }
         fit("dense elements", (p.mb * p.blk).saturating_mul(f).max(p.nb * p.blk * f))?;
         prepare(&[Kernel::Bsrmm], &self.pattern.device)?;

@@ -289,9 +289,7 @@ impl SparseCsr {
     pub fn to_dense(&self) -> Tensor<2> {
         let (rows, cols) = self.shape();
         let zeros = Tensor::<1>::zeros([rows * cols], (&self.pattern.device, DType::F32));
-        zeros
-            .scatter(0, self.pattern.flat().clone(), self.values.clone(), IndexingUpdateOp::Add)
-            .reshape([rows, cols])
+        zeros.scatter(0, self.pattern.flat().clone(), self.values.clone(), IndexingUpdateOp::Add).reshape([rows, cols])
     }
 
     /// The matrix back on the host as a `formats` CSR matrix.
@@ -406,7 +404,10 @@ impl SparseCsr {
     fn check_same_pattern(&self, op: &'static str, other: &SparseCsr) -> Result<()> {
         let (a, b) = (&self.pattern, &other.pattern);
         let same = Arc::ptr_eq(a, b)
-            || (a.rows == b.rows && a.cols == b.cols && a.host_indptr == b.host_indptr && a.host_indices == b.host_indices);
+            || (a.rows == b.rows
+                && a.cols == b.cols
+                && a.host_indptr == b.host_indptr
+                && a.host_indices == b.host_indices);
         if !same {
             return Err(SparseError::Shape { op, detail: "the matrices have different patterns".into() });
         }

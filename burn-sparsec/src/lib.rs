@@ -46,4 +46,6 @@ pub use kernels::{Kernel, KernelError};
 pub use linear::{erdos_renyi_densities, SparseLinear, SparseLinearConfig};
 pub use optim::follow_patterns;
 pub use pruning::GradualPruning;
+/// The compressed N:M layout of [`SparseWeight::to_n_m`] (from `sparsec-formats`).
+pub use sparsec_formats::compose::NmMatrix;
 pub use weight::{SparseStats, SparseWeight};

@@ -6,6 +6,7 @@ use crate::csr::{fit, int_tensor, read_floats, Pattern, SparseCsr};
 use crate::error::{Result, SparseError};
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param, ParamId};
 use burn::tensor::{Device, Int, Tensor};
+use sparsec_formats::compose::NmMatrix;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -233,6 +234,25 @@ impl SparseWeight {
     /// 2:4 structured sparsity (see [`SparseWeight::n_m`]).
     pub fn two_four(dense: Tensor<2>) -> Result<Self> {
         Self::n_m(dense, 2, 4)
+    }
+
+    /// The weight in the compressed N:M layout of sparse tensor cores (PTX `mma.sp`, as
+    /// `sparsec_formats::compose::NmMatrix` defines it: `n` values per group of `m` columns
+    /// and each kept slot's position in the group in `ceil(log2 m)` metadata bits, 2:4 groups
+    /// one nibble, 8 to a `u32`). Fails if a group holds more than `n` entries (prune with
+    /// [`SparseWeight::n_m`] first); entries whose value is exactly zero are not kept.
+    pub fn to_n_m(&self, n: usize, m: usize) -> Result<NmMatrix<f32>> {
+        let csr = self.matrix()?.to_csr()?;
+        NmMatrix::from_csr(&csr, n, m)
+            .map_err(|e| SparseError::Argument { op: "SparseWeight::to_n_m", detail: e.to_string() })
+    }
+
+    /// A weight holding the nonzero entries of an N:M matrix (see [`SparseWeight::to_n_m`]).
+    pub fn from_n_m(nm: &NmMatrix<f32>, device: &Device) -> Result<Self> {
+        let csr = nm
+            .to_csr::<i32>()
+            .map_err(|e| SparseError::Argument { op: "SparseWeight::from_n_m", detail: e.to_string() })?;
+        Self::from_csr(&SparseCsr::from_csr(&csr, device)?)
     }
 
     /// This weight pruned by magnitude to `round(density · rows · cols)` entries (its own

@@ -1,5 +1,6 @@
 //! Patterns that change during training: the optimiser's state following a new pattern
-//! (`follow_patterns`), pruning per row, and the gradual pruning schedule.
+//! (`follow_patterns`), pruning per row, the gradual pruning schedule, and 2:4 weights in the
+//! sparse tensor cores' compressed layout.
 
 use crate::common::*;
 use burn::module::Module;
@@ -202,4 +203,33 @@ fn a_layer_pruned_gradually_reaches_its_target_and_keeps_learning() {
     let last = host(loss(&layer))[0];
     assert!(last < 0.5 * first, "loss {first} → {last}");
     assert_eq!(layer.clone().valid().weight.nnz(), 51);
+}
+
+#[test]
+fn a_two_four_weight_converts_to_the_tensor_core_layout_and_back() {
+    let dev = device();
+    let (rows, cols) = (12, 40);
+    let d = dense(rows, cols, 81, &dev);
+    let w = SparseWeight::two_four(d.clone()).unwrap();
+    let want = host(w.to_dense().unwrap());
+    let nm = w.to_n_m(2, 4).unwrap();
+    assert_eq!((nm.shape(), nm.pattern(), nm.index_bits()), ((rows, cols), (2, 4), 2));
+    assert_eq!(nm.values().len(), rows * cols / 2, "two values per group of four");
+    assert_eq!(nm.metadata().len(), rows * (cols / 4).div_ceil(8), "8 nibbles to a word");
+    for r in 0..rows {
+        for g in 0..cols / 4 {
+            let (lo, hi) = (nm.position(r, g, 0).unwrap(), nm.position(r, g, 1).unwrap());
+            assert!(lo < hi && hi < 4, "row {r} group {g}: {lo}, {hi}");
+            let nibble = (nm.metadata()[r * nm.words_per_row() + g / 8] >> ((g % 8) * 4)) & 0xF;
+            assert_eq!(nibble as usize, lo | hi << 2, "row {r} group {g}");
+            for (t, p) in [lo, hi].into_iter().enumerate() {
+                assert_eq!(nm.values()[(r * (cols / 4) + g) * 2 + t], want[r * cols + g * 4 + p], "row {r} group {g}");
+            }
+        }
+    }
+    let back = SparseWeight::from_n_m(&nm, &dev).unwrap();
+    assert_eq!((back.nnz(), host(back.to_dense().unwrap())), (w.nnz(), want));
+    // A weight with three entries in some group of four is not 2:4.
+    let dense_ish = SparseWeight::magnitude(d, 0.75).unwrap();
+    assert!(matches!(dense_ish.to_n_m(2, 4), Err(SparseError::Argument { .. })));
 }
