@@ -14,6 +14,7 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::wgpu::{CubeBackend, CubeTensor};
 use burn::backend::{backend_extension, Autodiff, Backend, DType, Flex, Shape, TensorData, TensorMetadata};
+use burn::tensor::FloatDType;
 use burn_cubecl::kernel::{cast, into_contiguous};
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use sparsec_backend_cubecl::DeviceArg;
@@ -66,6 +67,34 @@ pub trait SparseBackend: Backend {
         t_perm: IntTensor<Self>,
         lhs: FloatTensor<Self>,
         rhs: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self>;
+
+    /// Row-wise softmax over the stored entries: the `[nnz]` values
+    /// `exp(a_ij − max_j a_ij) / Σ_j exp(a_ij − max_j a_ij)` on the same pattern.
+    #[allow(clippy::too_many_arguments)]
+    fn csr_softmax(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self>;
+
+    /// The largest stored entry of every row (`[rows]`; the lowest finite `f32` for a row
+    /// without entries).
+    #[allow(clippy::too_many_arguments)]
+    fn csr_row_max(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
         rows: usize,
         cols: usize,
     ) -> FloatTensor<Self>;
@@ -165,6 +194,29 @@ fn sddmm_call<B: Backend>(
     (Kernel::Sddmm, ops)
 }
 
+/// `softmax` (`[nnz]` on the pattern) or `row_max` (`[rows]`): one operand, the values.
+fn row_call<B: Backend>(
+    kernel: Kernel,
+    indptr: IntTensor<B>,
+    indices: IntTensor<B>,
+    values: FloatTensor<B>,
+    rows: usize,
+    cols: usize,
+) -> (Kernel, Vec<Operand<B>>) {
+    let nnz = indices.shape().num_elements();
+    let out = if kernel == Kernel::RowMax { rows } else { nnz };
+    let ops = vec![
+        Operand::Float(values),
+        Operand::Output(vec![out]),
+        Operand::Int(indptr),
+        Operand::Int(indices),
+        Operand::Scalar(rows),
+        Operand::Scalar(cols),
+        Operand::Scalar(nnz),
+    ];
+    (kernel, ops)
+}
+
 /// `bsrmm`: `C[nb·blk, feat] = A · rhs` for `nb × mb` blocks of `blk × blk`.
 fn bsrmm_call<B: Backend>(
     indptr: IntTensor<B>,
@@ -239,6 +291,34 @@ macro_rules! kernel_host_ops {
                 cols: usize,
             ) -> FloatTensor<Self> {
                 let (k, ops) = sddmm_call(indptr, indices, lhs, rhs, rows, cols);
+                Self::run(k, ops)
+            }
+
+            fn csr_softmax(
+                indptr: IntTensor<Self>,
+                indices: IntTensor<Self>,
+                _t_indptr: IntTensor<Self>,
+                _t_indices: IntTensor<Self>,
+                _t_perm: IntTensor<Self>,
+                values: FloatTensor<Self>,
+                rows: usize,
+                cols: usize,
+            ) -> FloatTensor<Self> {
+                let (k, ops) = row_call(Kernel::Softmax, indptr, indices, values, rows, cols);
+                Self::run(k, ops)
+            }
+
+            fn csr_row_max(
+                indptr: IntTensor<Self>,
+                indices: IntTensor<Self>,
+                _t_indptr: IntTensor<Self>,
+                _t_indices: IntTensor<Self>,
+                _t_perm: IntTensor<Self>,
+                values: FloatTensor<Self>,
+                rows: usize,
+                cols: usize,
+            ) -> FloatTensor<Self> {
+                let (k, ops) = row_call(Kernel::RowMax, indptr, indices, values, rows, cols);
                 Self::run(k, ops)
             }
 
@@ -409,6 +489,47 @@ impl<B: SparseBackend> Pattern<B> {
         )
     }
 
+    /// The row softmax of `values` on this pattern.
+    fn softmax(&self, values: FloatTensor<B>) -> FloatTensor<B> {
+        B::csr_softmax(
+            self.indptr.clone(),
+            self.indices.clone(),
+            self.t_indptr.clone(),
+            self.t_indices.clone(),
+            self.t_perm.clone(),
+            values,
+            self.rows,
+            self.cols,
+        )
+    }
+
+    /// The largest entry of every row of `values` on this pattern (`[rows]`).
+    fn row_max(&self, values: FloatTensor<B>) -> FloatTensor<B> {
+        B::csr_row_max(
+            self.indptr.clone(),
+            self.indices.clone(),
+            self.t_indptr.clone(),
+            self.t_indices.clone(),
+            self.t_perm.clone(),
+            values,
+            self.rows,
+            self.cols,
+        )
+    }
+
+    /// The sum of every row of `values` on this pattern, as `[rows, 1]`.
+    fn row_sums(&self, values: FloatTensor<B>) -> FloatTensor<B> {
+        let ones = B::float_ones(Shape::new([self.cols, 1]), &values.device(), FloatDType::F32);
+        self.spmm(values, ones)
+    }
+
+    /// `[nnz]` values whose entry `(i, j)` is `per_row[i]` (`per_row` of `[rows, 1]`): SDDMM
+    /// against a column of ones.
+    fn broadcast_rows(&self, per_row: FloatTensor<B>) -> FloatTensor<B> {
+        let ones = B::float_ones(Shape::new([self.cols, 1]), &per_row.device(), FloatDType::F32);
+        self.sddmm(per_row, ones)
+    }
+
     /// SDDMM on this pattern.
     fn sddmm(&self, lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
         B::csr_sddmm(
@@ -488,6 +609,52 @@ impl<B: SparseBackend> Backward<B, 2> for SddmmBackward {
         }
         if let Some(node) = node_r {
             grads.register::<B>(node.id, pattern.spmm_t(grad, lhs));
+        }
+    }
+}
+
+/// Backward of the row softmax `Y`: `dA = Y ∘ (dY − s)` with `s_i = Σ_j Y_ij · dY_ij`
+/// broadcast over row `i` (a row sum by SpMM, the broadcast by SDDMM, both against ones).
+#[derive(Debug)]
+struct SoftmaxBackward;
+
+impl<B: SparseBackend> Backward<B, 1> for SoftmaxBackward {
+    type State = (Pattern<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _c: &mut Checkpointer) {
+        let [node] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (pattern, y) = ops.state;
+        if let Some(node) = node {
+            let s = pattern.row_sums(B::float_mul(y.clone(), grad.clone()));
+            let s = pattern.broadcast_rows(s);
+            grads.register::<B>(node.id, B::float_mul(y, B::float_sub(grad, s)));
+        }
+    }
+}
+
+/// Backward of the row maximum: a row's gradient goes to its entries equal to the maximum,
+/// shared evenly among ties (a subgradient).
+#[derive(Debug)]
+struct RowMaxBackward;
+
+impl<B: SparseBackend> Backward<B, 1> for RowMaxBackward {
+    type State = (Pattern<B>, FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _c: &mut Checkpointer) {
+        let [node] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (pattern, values, max) = ops.state;
+        if let Some(node) = node {
+            let rows = pattern.rows;
+            let at_max = pattern.broadcast_rows(B::float_reshape(max, Shape::new([rows, 1])));
+            // 1 where an entry equals its row's maximum, else 0: 1 − sign|x − max| (float
+            // operations only, so no backend's boolean storage is assumed).
+            let ones = B::float_ones(values.shape(), &values.device(), FloatDType::F32);
+            let mask = B::float_sub(ones, B::float_sign(B::float_abs(B::float_sub(values, at_max))));
+            let ties = pattern.row_sums(mask.clone());
+            let share = B::float_div(B::float_reshape(grad, Shape::new([rows, 1])), ties);
+            grads.register::<B>(node.id, B::float_mul(mask, pattern.broadcast_rows(share)));
         }
     }
 }
@@ -633,6 +800,47 @@ impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
                 prep.finish((pattern, l, r), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(pattern.sddmm(lhs.into_primitive(), rhs.into_primitive())),
+        }
+    }
+
+    fn csr_softmax(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
+        match SoftmaxBackward.prepare::<C>([values.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let y = pattern.softmax(values.primitive().clone());
+                prep.finish((pattern, y.clone()), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(pattern.softmax(values.into_primitive())),
+        }
+    }
+
+    fn csr_row_max(
+        indptr: IntTensor<Self>,
+        indices: IntTensor<Self>,
+        t_indptr: IntTensor<Self>,
+        t_indices: IntTensor<Self>,
+        t_perm: IntTensor<Self>,
+        values: FloatTensor<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> FloatTensor<Self> {
+        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
+        match RowMaxBackward.prepare::<C>([values.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let v = values.primitive().clone();
+                let max = pattern.row_max(v.clone());
+                prep.finish((pattern, v, max.clone()), max)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(pattern.row_max(values.into_primitive())),
         }
     }
 

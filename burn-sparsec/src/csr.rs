@@ -400,6 +400,46 @@ impl SparseCsr {
         Ok(squares.row_sum()?.sqrt())
     }
 
+    /// Row-wise softmax over the stored entries (implicit zeros are not entries): entry
+    /// `(i, j)` becomes `exp(a_ij − max_j a_ij) / Σ_j exp(a_ij − max_j a_ij)`, on the same
+    /// pattern — the normalisation of sparse attention. By the sparsec `softmax` kernel
+    /// (`kernels/softmax.sptir`); differentiable in the values.
+    pub fn softmax(&self) -> Result<Self> {
+        self.prepare(&[Kernel::Softmax, Kernel::Csrmm, Kernel::Sddmm])?;
+        let (p, t) = (&self.pattern, self.pattern.transposed());
+        let out = <Dispatch as SparseBackend>::csr_softmax(
+            p.indptr.clone().into_dispatch(),
+            p.indices.clone().into_dispatch(),
+            t.indptr.clone().into_dispatch(),
+            t.indices.clone().into_dispatch(),
+            t.perm.clone().into_dispatch(),
+            self.values.clone().into_dispatch(),
+            p.rows,
+            p.cols,
+        );
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: Tensor::<1>::from_dispatch(out) })
+    }
+
+    /// The largest stored entry of every row (`[rows]`; implicit zeros are not entries, and a
+    /// row without entries gives `f32::MIN`). By the sparsec `row_max` kernel
+    /// (`kernels/row_max.sptir`); differentiable in the values (a row's gradient goes to its
+    /// entries equal to the maximum, shared evenly among ties).
+    pub fn row_max(&self) -> Result<Tensor<1>> {
+        self.prepare(&[Kernel::RowMax, Kernel::Csrmm, Kernel::Sddmm])?;
+        let (p, t) = (&self.pattern, self.pattern.transposed());
+        let out = <Dispatch as SparseBackend>::csr_row_max(
+            p.indptr.clone().into_dispatch(),
+            p.indices.clone().into_dispatch(),
+            t.indptr.clone().into_dispatch(),
+            t.indices.clone().into_dispatch(),
+            t.perm.clone().into_dispatch(),
+            self.values.clone().into_dispatch(),
+            p.rows,
+            p.cols,
+        );
+        Ok(Tensor::<1>::from_dispatch(out))
+    }
+
     /// Fails unless `other` has this matrix's pattern (shared, or equal arrays) and device.
     fn check_same_pattern(&self, op: &'static str, other: &SparseCsr) -> Result<()> {
         let (a, b) = (&self.pattern, &other.pattern);

@@ -71,11 +71,16 @@ pub enum Kernel {
     Sddmm,
     /// BSR SpMM (`kernels/bsrmm.sptir`).
     Bsrmm,
+    /// Row-wise softmax over a CSR matrix's stored entries (`kernels/softmax.sptir`).
+    Softmax,
+    /// The largest stored entry of every CSR row (`kernels/row_max.sptir`).
+    RowMax,
 }
 
 impl Kernel {
     /// Every shipped kernel.
-    pub const ALL: [Kernel; 4] = [Kernel::Csrmm, Kernel::CsrmmBiasRelu, Kernel::Sddmm, Kernel::Bsrmm];
+    pub const ALL: [Kernel; 6] =
+        [Kernel::Csrmm, Kernel::CsrmmBiasRelu, Kernel::Sddmm, Kernel::Bsrmm, Kernel::Softmax, Kernel::RowMax];
 
     /// The program's function name.
     pub fn name(self) -> &'static str {
@@ -84,6 +89,8 @@ impl Kernel {
             Kernel::CsrmmBiasRelu => "csrmm_bias_relu",
             Kernel::Sddmm => "sddmm",
             Kernel::Bsrmm => "bsrmm",
+            Kernel::Softmax => "softmax",
+            Kernel::RowMax => "row_max",
         }
     }
 
@@ -94,6 +101,8 @@ impl Kernel {
             Kernel::CsrmmBiasRelu => include_str!("../kernels/csrmm_bias_relu.sptir"),
             Kernel::Sddmm => include_str!("../kernels/sddmm.sptir"),
             Kernel::Bsrmm => include_str!("../kernels/bsrmm.sptir"),
+            Kernel::Softmax => include_str!("../kernels/softmax.sptir"),
+            Kernel::RowMax => include_str!("../kernels/row_max.sptir"),
         }
     }
 
@@ -104,6 +113,8 @@ impl Kernel {
             Kernel::CsrmmBiasRelu => include_str!("../kernels/csrmm_bias_relu.trace.json"),
             Kernel::Sddmm => include_str!("../kernels/sddmm.trace.json"),
             Kernel::Bsrmm => include_str!("../kernels/bsrmm.trace.json"),
+            Kernel::Softmax => include_str!("../kernels/softmax.trace.json"),
+            Kernel::RowMax => include_str!("../kernels/row_max.trace.json"),
         }
     }
 

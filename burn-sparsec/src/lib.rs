@@ -13,8 +13,9 @@
 //!   ([`GradualPruning`]) and RigL ([`SparseWeight::rigl`]), with the optimiser's state
 //!   following each new pattern ([`follow_patterns`]).
 //! * Graph convolution: [`gcn_adjacency`] (`D^-½ (A + Aᵀ + I) D^-½`) and [`GraphConv`].
-//! * [`spmm`], [`sddmm`], [`spmm_bias_relu`] (SpMM with a fused bias + ReLU epilogue) and
-//!   [`SparseBsr::spmm`].
+//! * [`spmm`], [`sddmm`], [`spmm_bias_relu`] (SpMM with a fused bias + ReLU epilogue),
+//!   [`SparseCsr::softmax`] and [`SparseCsr::row_max`] over each row's stored entries (sparse
+//!   attention: `softmax(SDDMM(Q, K) / √d) · V`), and [`SparseBsr::spmm`].
 //! * Autodiff: on an autodiff device the operations are differentiable in the sparse values
 //!   and the dense operands (`dA = SDDMM(dC, Bᵀ)` on A's pattern, `dB = Aᵀ · dC` through a
 //!   cached transposed pattern), through Burn's backend-extension mechanism.

@@ -3,6 +3,8 @@
 //! refusals of invalid input, the shipped schedules, the GCN example, and sparse weights as
 //! module parameters (SparseLinear, records, pruning, optimiser state that follows a new pattern).
 
+#[path = "burn/attention.rs"]
+mod attention;
 #[path = "burn/common.rs"]
 mod common;
 #[path = "burn/dynamic.rs"]

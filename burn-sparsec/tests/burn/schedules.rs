@@ -108,6 +108,42 @@ pub fn bsrmm(dir: &Path) -> R<Schedule> {
     Ok(sch)
 }
 
+/// Rows split over blocks × threads ([`ROWS_PER_BLOCK`] to a block): a thread walks its row.
+fn rows_on_threads(sch: &mut Schedule, block: &str) -> Result<(), ScheduleError> {
+    let i = loops(sch, block)?[0];
+    let i = sch.split(i, &[None, Some(ROWS_PER_BLOCK)])?;
+    sch.bind(i[0], BlockIdxX)?;
+    sch.bind(i[1], ThreadIdxX)
+}
+
+/// Rows per block of the row-per-thread kernels.
+const ROWS_PER_BLOCK: i64 = 128;
+
+/// A row per thread: its maximum, the sum of exponentials, then the normalised entries; the
+/// maximum and the sum in registers.
+pub fn softmax(dir: &Path) -> R<Schedule> {
+    let mut sch = load(dir, "softmax")?;
+    sch.lower_sparse_iter()?;
+    rows_on_threads(&mut sch, "softmax0")?;
+    for (block, buffer) in [("row_max0", "MAX"), ("exp_sum0", "SUM")] {
+        let (b, row) = (sch.get_block(block)?, sch.get_block("softmax0")?);
+        sch.cache_write(b, buffer, sparsec_ir::Scope::Local, row)?;
+    }
+    sch.lower_sparse_buffer()?;
+    Ok(sch)
+}
+
+/// A row per thread, its maximum in a register.
+pub fn row_max(dir: &Path) -> R<Schedule> {
+    let mut sch = load(dir, "row_max")?;
+    sch.lower_sparse_iter()?;
+    rows_on_threads(&mut sch, "row_max0")?;
+    let (b, row) = (sch.get_block("row_max1")?, sch.get_block("row_max0")?);
+    sch.cache_write(b, "Y", sparsec_ir::Scope::Local, row)?;
+    sch.lower_sparse_buffer()?;
+    Ok(sch)
+}
+
 /// Every shipped kernel with its schedule.
 pub fn all(dir: &Path) -> R<Vec<(&'static str, Schedule)>> {
     Ok(vec![
@@ -115,5 +151,7 @@ pub fn all(dir: &Path) -> R<Vec<(&'static str, Schedule)>> {
         ("csrmm_bias_relu", csrmm_bias_relu(dir)?),
         ("sddmm", sddmm(dir)?),
         ("bsrmm", bsrmm(dir)?),
+        ("softmax", softmax(dir)?),
+        ("row_max", row_max(dir)?),
     ])
 }
