@@ -16,6 +16,8 @@ pub(crate) struct Transposed {
     pub(crate) indices: Tensor<1, Int>,
     /// `perm[q]`: the position in the original of the transpose's `q`-th entry.
     pub(crate) perm: Tensor<1, Int>,
+    /// The inverse of `perm`: the position in the transpose of the original's `p`-th entry.
+    pub(crate) inverse: Tensor<1, Int>,
 }
 
 /// A CSR structure on a device, shared by every matrix with that pattern.
@@ -130,10 +132,15 @@ impl Pattern {
     pub(crate) fn transposed(&self) -> &Transposed {
         self.transposed.get_or_init(|| {
             let (p, i, perm) = transpose_host(self.cols, &self.host_indptr, &self.host_indices);
+            let mut inverse = vec![0i32; perm.len()];
+            for (q, &p) in perm.iter().enumerate() {
+                inverse[p as usize] = q as i32;
+            }
             Transposed {
                 indptr: int_tensor(p, &self.device),
                 indices: int_tensor(i, &self.device),
                 perm: int_tensor(perm, &self.device),
+                inverse: int_tensor(inverse, &self.device),
             }
         })
     }
@@ -292,6 +299,23 @@ impl SparseCsr {
         zeros.scatter(0, self.pattern.flat().clone(), self.values.clone(), IndexingUpdateOp::Add).reshape([rows, cols])
     }
 
+    /// The entries of a dense `[rows, cols]` tensor at this pattern's positions, as a matrix
+    /// of this pattern (`dense ∘ pattern`: masking a dense tensor by the pattern, as sparse
+    /// attention masks its scores); a device gather, differentiable in `dense`.
+    pub fn mask(&self, dense: Tensor<2>) -> Result<Self> {
+        check_float("mask", &dense)?;
+        check_device("mask", &self.pattern.device, &dense.device())?;
+        let (rows, cols) = self.shape();
+        if dense.dims() != [rows, cols] {
+            return Err(SparseError::Shape {
+                op: "mask",
+                detail: format!("the dense tensor is {:?}, the pattern {rows}×{cols}", dense.dims()),
+            });
+        }
+        let values = f32_of(dense).reshape([rows * cols]).select(0, self.pattern.flat().clone());
+        Ok(SparseCsr { pattern: self.pattern.clone(), values })
+    }
+
     /// The matrix back on the host as a `formats` CSR matrix.
     pub fn to_csr(&self) -> Result<Csr<i32, f32>> {
         let values = read_floats(self.values.clone())?;
@@ -330,6 +354,30 @@ impl SparseCsr {
             f32_of(rhs).into_dispatch(),
             p.rows,
             p.cols,
+        );
+        Ok(Tensor::<2>::from_dispatch(out).cast(dtype))
+    }
+
+    /// The transposed SpMM `Aᵀ · rhs` for `rhs` of `[rows, f]`, by the `csrmm` kernel on the
+    /// cached transposed pattern (built once per pattern; nothing re-validated or uploaded per
+    /// call, unlike `transpose().spmm(..)`); differentiable in the values and `rhs`.
+    pub fn spmm_t(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
+        self.check_dense("spmm_t", &rhs, self.rows())?;
+        let dtype = rhs.dtype();
+        self.prepare(&[Kernel::Csrmm, Kernel::Sddmm])?;
+        let (p, t) = (&self.pattern, self.pattern.transposed());
+        // The transpose's entries in its own order: a differentiable gather.
+        let values = f32_of(self.values.clone()).select(0, t.perm.clone());
+        let out = <Dispatch as SparseBackend>::csr_spmm(
+            t.indptr.clone().into_dispatch(),
+            t.indices.clone().into_dispatch(),
+            p.indptr.clone().into_dispatch(),
+            p.indices.clone().into_dispatch(),
+            t.inverse.clone().into_dispatch(),
+            values.into_dispatch(),
+            f32_of(rhs).into_dispatch(),
+            p.cols,
+            p.rows,
         );
         Ok(Tensor::<2>::from_dispatch(out).cast(dtype))
     }

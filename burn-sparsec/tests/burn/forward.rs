@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use burn::tensor::{activation::relu, Device, Tensor, TensorData};
-use burn_sparsec::{SparseBsr, SparseCsr};
+use burn_sparsec::{SparseBsr, SparseCsr, SparseError};
 use sparsec_formats::Csr;
 use sparsec_testkit::Mat;
 use std::ops::Range;
@@ -245,12 +245,66 @@ fn half_precision_operands_are_computed_in_f32_and_returned_in_their_type() {
             close(&what("d rhs"), &host(db.cast(FloatDType::F32)), &host(want_db), 1e-2);
             let s = a.sddmm(dense(m.rows, 8, 6, &ad).cast(half), b.clone().detach()).unwrap();
             assert_eq!(s.values().dtype(), half.into());
-            let s32 = a.sddmm(dense(m.rows, 8, 6, &ad).cast(half).cast(FloatDType::F32), b.detach().cast(FloatDType::F32));
+            let s32 =
+                a.sddmm(dense(m.rows, 8, 6, &ad).cast(half).cast(FloatDType::F32), b.detach().cast(FloatDType::F32));
             close(&what("sddmm"), &host(s.values().cast(FloatDType::F32)), &host(s32.unwrap().values()), 1e-2);
         }
         // f64 is not computed in f32 behind the caller's back: refused.
         let a = sparse(&m, &dev);
         let f64_operand = dense(m.cols, 2, 1, &dev).cast(FloatDType::F64);
         assert!(matches!(a.spmm(f64_operand), Err(burn_sparsec::SparseError::DType { .. })));
+    }
+}
+
+#[test]
+fn transposed_spmm_and_masking_match_dense_burn_with_gradients() {
+    for dev in devices() {
+        let ad = dev.clone().autodiff();
+        let cases: Vec<_> = matrices().into_iter().filter(|(_, m)| m.rows * m.cols <= 1 << 20).take(5).collect();
+        assert_eq!(cases.len(), 5);
+        for (name, m) in cases {
+            let what = |op: &str| format!("{op} {name} on {dev:?}");
+            let v = Tensor::<1>::from_data(TensorData::new(m.vals.clone(), [m.nnz()]), &ad).require_grad();
+            let a = sparse(&m, &ad).with_values(v.clone()).unwrap();
+            // Aᵀ · B against dense Burn, with the gradients of the values and of B.
+            let b = dense(m.rows, 7, 51, &ad).require_grad();
+            let w = dense(m.cols, 7, 52, &ad);
+            let y = a.spmm_t(b.clone()).unwrap();
+            let grads = (y.clone() * w.clone()).sum().backward();
+            let (dv, db) = (host(v.grad(&grads).unwrap()), host(b.grad(&grads).unwrap()));
+            let d = a.to_dense().detach().require_grad();
+            let b2 = b.detach().require_grad();
+            let want = d.clone().transpose().matmul(b2.clone());
+            close(&what("spmm_t"), &host(y), &host(want.clone()), 1e-4);
+            let grads = (want * w).sum().backward();
+            let dd = host(d.grad(&grads).unwrap());
+            let want_dv: Vec<f32> = (0..m.rows)
+                .flat_map(|i| m.row(i).iter().map(move |&c| (i, c)))
+                .map(|(i, c)| dd[i * m.cols + c])
+                .collect();
+            close(&what("d spmm_t values"), &dv, &want_dv, 1e-3);
+            close(&what("d spmm_t rhs"), &db, &host(b2.grad(&grads).unwrap()), 1e-3);
+
+            // Masking a dense tensor by the pattern: its entries there, gradient only there.
+            let x = dense(m.rows, m.cols, 53, &ad).require_grad();
+            let masked = a.mask(x.clone()).unwrap();
+            let xh = host(x.clone());
+            let want: Vec<f32> = (0..m.rows)
+                .flat_map(|i| m.row(i).iter().map(move |&c| (i, c)))
+                .map(|(i, c)| xh[i * m.cols + c])
+                .collect();
+            assert_eq!(host(masked.values()), want, "{}", what("mask"));
+            let u = host(vector(m.nnz(), 54, &dev));
+            let ut = Tensor::<1>::from_data(TensorData::new(u.clone(), [m.nnz()]), &ad);
+            let grads = (masked.values() * ut).sum().backward();
+            let mut want = vec![0.0f32; m.rows * m.cols];
+            for (p, (i, c)) in (0..m.rows).flat_map(|i| m.row(i).iter().map(move |&c| (i, c))).enumerate() {
+                want[i * m.cols + c] = u[p];
+            }
+            assert_eq!(host(x.grad(&grads).unwrap()), want, "{}", what("d mask"));
+        }
+        let a = SparseCsr::from_parts(2, 3, vec![0, 1, 2], vec![0, 2], vec![1.0, 2.0], &dev).unwrap();
+        assert!(matches!(a.spmm_t(dense(3, 4, 1, &dev)), Err(SparseError::Shape { .. })), "Aᵀ takes [rows, f]");
+        assert!(matches!(a.mask(dense(3, 2, 1, &dev)), Err(SparseError::Shape { .. })));
     }
 }
