@@ -12,7 +12,8 @@
 //!   ([`SparseWeight::n_m`]), per row ([`SparseWeight::prune_rows`]), gradually
 //!   ([`GradualPruning`]) and RigL ([`SparseWeight::rigl`]), with the optimiser's state
 //!   following each new pattern ([`follow_patterns`]).
-//! * Graph convolution: [`gcn_adjacency`] (`D^-½ (A + Aᵀ + I) D^-½`) and [`GraphConv`].
+//! * Graph convolution: [`gcn_adjacency`] (`D^-½ (A + Aᵀ + I) D^-½`) and [`GraphConv`];
+//!   GraphSAGE: [`mean_adjacency`] (`D^-1 (A + Aᵀ)`) and [`SageConv`].
 //! * [`spmm`], [`sddmm`], [`spmm_bias_relu`] (SpMM with a fused bias + ReLU epilogue),
 //!   [`SparseCsr::softmax`] and [`SparseCsr::row_max`] over each row's stored entries (sparse
 //!   attention: `softmax(SDDMM(Q, K) / √d) · V`), and [`SparseBsr::spmm`].
@@ -42,7 +43,7 @@ pub use backend::SparseBackend;
 pub use bsr::SparseBsr;
 pub use csr::{sddmm, spmm, spmm_bias_relu, SparseCsr};
 pub use error::{Result, SparseError};
-pub use graph::{gcn_adjacency, GraphConv, GraphConvConfig};
+pub use graph::{gcn_adjacency, mean_adjacency, GraphConv, GraphConvConfig, SageConv, SageConvConfig};
 pub use kernels::{Kernel, KernelError};
 pub use linear::{erdos_renyi_densities, SparseLinear, SparseLinearConfig};
 pub use optim::follow_patterns;
