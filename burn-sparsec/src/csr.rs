@@ -237,6 +237,17 @@ impl SparseCsr {
         Self::from_pattern(self.pattern.clone(), values)
     }
 
+    /// The matrix with its values in `dtype` (`F32`, `F16` or `BF16`; the pattern is shared).
+    /// Half-precision values halve their memory; every kernel computes in `f32` (values cast
+    /// at the kernel's boundary, differentiably), dense results take the dense operand's type
+    /// and value results (`softmax`, `row_max`, `to_dense`, ...) the values' type.
+    pub fn cast(&self, dtype: FloatDType) -> Result<Self> {
+        if !matches!(dtype, FloatDType::F32 | FloatDType::F16 | FloatDType::BF16) {
+            return Err(SparseError::DType { op: "cast", found: format!("{dtype:?}") });
+        }
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: self.values.clone().cast(dtype) })
+    }
+
     /// A matrix of `pattern` with `values` (`[nnz]`, f32, on the pattern's device).
     pub(crate) fn from_pattern(pattern: Arc<Pattern>, values: Tensor<1>) -> Result<Self> {
         let [n] = values.dims();
@@ -295,7 +306,7 @@ impl SparseCsr {
     /// The dense `[rows, cols]` matrix (a scatter on the device, differentiable in the values).
     pub fn to_dense(&self) -> Tensor<2> {
         let (rows, cols) = self.shape();
-        let zeros = Tensor::<1>::zeros([rows * cols], (&self.pattern.device, DType::F32));
+        let zeros = Tensor::<1>::zeros([rows * cols], (&self.pattern.device, self.values.dtype()));
         zeros.scatter(0, self.pattern.flat().clone(), self.values.clone(), IndexingUpdateOp::Add).reshape([rows, cols])
     }
 
@@ -312,7 +323,7 @@ impl SparseCsr {
                 detail: format!("the dense tensor is {:?}, the pattern {rows}×{cols}", dense.dims()),
             });
         }
-        let values = f32_of(dense).reshape([rows * cols]).select(0, self.pattern.flat().clone());
+        let values = dense.reshape([rows * cols]).select(0, self.pattern.flat().clone());
         Ok(SparseCsr { pattern: self.pattern.clone(), values })
     }
 
@@ -438,7 +449,7 @@ impl SparseCsr {
     /// The sum of every row (`[rows]`), by the SpMM kernel against a column of ones
     /// (differentiable in the values).
     pub fn row_sum(&self) -> Result<Tensor<1>> {
-        let ones = Tensor::<2>::ones([self.cols(), 1], (&self.pattern.device, DType::F32));
+        let ones = Tensor::<2>::ones([self.cols(), 1], (&self.pattern.device, self.values.dtype()));
         Ok(self.spmm(ones)?.reshape([self.rows()]))
     }
 
@@ -461,11 +472,12 @@ impl SparseCsr {
             t.indptr.clone().into_dispatch(),
             t.indices.clone().into_dispatch(),
             t.perm.clone().into_dispatch(),
-            self.values.clone().into_dispatch(),
+            f32_of(self.values.clone()).into_dispatch(),
             p.rows,
             p.cols,
         );
-        Ok(SparseCsr { pattern: self.pattern.clone(), values: Tensor::<1>::from_dispatch(out) })
+        let values = Tensor::<1>::from_dispatch(out).cast(self.values.dtype());
+        Ok(SparseCsr { pattern: self.pattern.clone(), values })
     }
 
     /// The largest stored entry of every row (`[rows]`; implicit zeros are not entries, and a
@@ -481,15 +493,21 @@ impl SparseCsr {
             t.indptr.clone().into_dispatch(),
             t.indices.clone().into_dispatch(),
             t.perm.clone().into_dispatch(),
-            self.values.clone().into_dispatch(),
+            f32_of(self.values.clone()).into_dispatch(),
             p.rows,
             p.cols,
         );
-        Ok(Tensor::<1>::from_dispatch(out))
+        Ok(Tensor::<1>::from_dispatch(out).cast(self.values.dtype()))
     }
 
     /// Fails unless `other` has this matrix's pattern (shared, or equal arrays) and device.
     fn check_same_pattern(&self, op: &'static str, other: &SparseCsr) -> Result<()> {
+        if self.values.dtype() != other.values.dtype() {
+            return Err(SparseError::DType {
+                op,
+                found: format!("values of {:?} and {:?}", self.values.dtype(), other.values.dtype()),
+            });
+        }
         let (a, b) = (&self.pattern, &other.pattern);
         let same = Arc::ptr_eq(a, b)
             || (a.rows == b.rows

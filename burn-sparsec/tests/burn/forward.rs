@@ -308,3 +308,56 @@ fn transposed_spmm_and_masking_match_dense_burn_with_gradients() {
         assert!(matches!(a.mask(dense(3, 2, 1, &dev)), Err(SparseError::Shape { .. })));
     }
 }
+
+#[test]
+fn half_precision_values_are_computed_in_f32_and_kept_in_their_type() {
+    use burn::tensor::FloatDType;
+    for dev in devices() {
+        let ad = dev.clone().autodiff();
+        let (name, m) = matrices().into_iter().find(|(_, m)| m.rows * m.cols <= 1 << 18 && m.nnz() > 100).unwrap();
+        let halves = if matches!(dev.as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
+            vec![FloatDType::F16, FloatDType::BF16]
+        } else {
+            vec![FloatDType::F16]
+        };
+        for half in halves {
+            let what = |op: &str| format!("{op} {half:?} {name} on {dev:?}");
+            let a = sparse(&m, &ad).cast(half).unwrap();
+            assert_eq!(a.values().dtype(), half.into());
+            // The reference: the rounded values in f32.
+            let v = a.values().detach().cast(FloatDType::F32).require_grad();
+            let a32 = a.with_values(v.clone()).unwrap();
+            let a = a.with_values(a.values().detach().require_grad()).unwrap();
+            let b = dense(m.cols, 8, 5, &ad);
+            let y = a.spmm(b.clone()).unwrap();
+            assert_eq!(y.dtype(), FloatDType::F32.into(), "{}", what("an f32 operand gives f32"));
+            let y32 = a32.spmm(b.clone()).unwrap();
+            close(&what("spmm"), &host(y.clone()), &host(y32.clone()), 1e-5);
+            let grads = (y * dense(m.rows, 8, 6, &ad)).sum().backward();
+            let dv = a.values().grad(&grads).expect("value gradient");
+            assert_eq!(dv.dtype(), half.into(), "{}", what("gradient dtype"));
+            let grads32 = (y32 * dense(m.rows, 8, 6, &ad)).sum().backward();
+            close(&what("d values"), &host(dv.cast(FloatDType::F32)), &host(v.grad(&grads32).unwrap()), 1e-2);
+            // Value results keep the values' type.
+            let d = a.to_dense();
+            assert_eq!(d.dtype(), half.into(), "{}", what("to_dense dtype"));
+            close(&what("to_dense"), &host(d.cast(FloatDType::F32)), &host(a32.to_dense()), 0.0);
+            let sm = a.softmax().unwrap();
+            assert_eq!(sm.values().dtype(), half.into(), "{}", what("softmax dtype"));
+            close(
+                &what("softmax"),
+                &host(sm.values().cast(FloatDType::F32)),
+                &host(a32.softmax().unwrap().values()),
+                1e-2,
+            );
+            let mx = a.row_max().unwrap();
+            assert_eq!(mx.dtype(), half.into());
+            close(&what("row_max"), &host(mx.cast(FloatDType::F32)), &host(a32.row_max().unwrap()), 1e-2);
+            let rs = a.row_sum().unwrap();
+            close(&what("row_sum"), &host(rs.cast(FloatDType::F32)), &host(a32.row_sum().unwrap()), 1e-2);
+            // Mixing value types is refused.
+            assert!(matches!(a.add(&a32), Err(burn_sparsec::SparseError::DType { .. })), "{}", what("add"));
+        }
+        assert!(matches!(sparse(&m, &dev).cast(FloatDType::F64), Err(burn_sparsec::SparseError::DType { .. })));
+    }
+}
