@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod blocks;
 mod bsr;
 mod csr;
 mod error;
@@ -40,6 +41,7 @@ mod pruning;
 mod weight;
 
 pub use backend::SparseBackend;
+pub use blocks::{WeightFormat, BSR_BLOCKS, BSR_FILL};
 pub use bsr::SparseBsr;
 pub use csr::{sddmm, spmm, spmm_bias_relu, SparseCsr};
 pub use error::{Result, SparseError};

@@ -26,7 +26,8 @@ pub struct SparseLinearConfig {
 
 /// A linear layer with a sparse weight: `y = x · Wᵀ + b` for `x` of `[batch, d_input]`, `W`
 /// a `[d_output, d_input]` [`SparseWeight`] and `b` of `[d_output]`. Computed as
-/// `(W · xᵀ)ᵀ` by the CSR SpMM kernel; differentiable in `W`'s values (SDDMM), `x` and `b`.
+/// `(W · xᵀ)ᵀ` by the SpMM kernel of the weight's format (CSR, or BSR when set:
+/// [`SparseWeight::with_format`]); differentiable in `W`'s values, `x` and `b`.
 #[derive(Module, Debug)]
 pub struct SparseLinear {
     /// The sparse weight, `[d_output, d_input]`.
@@ -62,7 +63,7 @@ impl SparseLinear {
 
     /// `x · Wᵀ + b` for `x` of `[batch, d_input]`.
     pub fn forward(&self, x: Tensor<2>) -> SparseResult<Tensor<2>> {
-        let y = self.weight.matrix()?.spmm(x.transpose())?.transpose();
+        let y = self.weight.spmm(x.transpose())?.transpose();
         Ok(match &self.bias {
             Some(b) => add_bias(y, b.val()),
             None => y,

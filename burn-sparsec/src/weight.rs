@@ -2,6 +2,7 @@
 //! (integer parameters that optimisers never touch, saved and loaded with the record); the
 //! entries are a trainable `Param`.
 
+use crate::blocks::{self, BsrPlan, WeightFormat};
 use crate::csr::{fit, int_tensor, read_floats, Pattern, SparseCsr};
 use crate::error::{Result, SparseError};
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param, ParamId};
@@ -20,14 +21,20 @@ struct PatternCache {
     loads: Arc<AtomicU64>,
     /// The pattern and the load count it was built at.
     built: Mutex<Option<(u64, Arc<Pattern>)>>,
+    /// The BSR plan last built, with the pattern it was made of.
+    bsr: Mutex<Option<PlanOf>>,
 }
+
+/// A pattern and its BSR plan.
+type PlanOf = (Arc<Pattern>, Arc<BsrPlan>);
 
 impl Clone for PatternCache {
     fn clone(&self) -> Self {
         // A clone keeps what this weight built: each module's cache only ever holds a
         // pattern read from its own parameters.
         let built = self.built.lock().map(|b| b.clone()).unwrap_or(None);
-        PatternCache { loads: self.loads.clone(), built: Mutex::new(built) }
+        let bsr = self.bsr.lock().map(|b| b.clone()).unwrap_or(None);
+        PatternCache { loads: self.loads.clone(), built: Mutex::new(built), bsr: Mutex::new(bsr) }
     }
 }
 
@@ -49,6 +56,9 @@ pub struct SparseWeight {
     values: Param<Tensor<1>>,
     #[module(skip)]
     cache: PatternCache,
+    /// The format the forward pass multiplies in ([`SparseWeight::with_format`]).
+    #[module(skip)]
+    format: WeightFormat,
 }
 
 /// The shape statistics of a sparse weight (what `Display` prints).
@@ -158,7 +168,8 @@ impl SparseWeight {
         let indices = param(pattern.host_indices.clone());
         let values = Param::from_tensor(m.values().detach());
         let built = Mutex::new(Some((0, pattern)));
-        Ok(SparseWeight { shape, indptr, indices, values, cache: PatternCache { loads, built } })
+        let cache = PatternCache { loads, built, bsr: Mutex::new(None) };
+        Ok(SparseWeight { shape, indptr, indices, values, cache, format: WeightFormat::Csr })
     }
 
     /// A random pattern of `round(density · rows · cols)` entries spread evenly over the rows
@@ -206,6 +217,25 @@ impl SparseWeight {
             keep_mask[p] = true;
         }
         Self::from_mask(rows, cols, &flat, &keep_mask, &device)
+    }
+
+    /// Block magnitude pruning of a dense `[rows, cols]` matrix: the
+    /// `round(density · ⌈rows/block⌉ · ⌈cols/block⌉)` blocks of `block × block` with the
+    /// largest sum of squares, every cell of a kept block stored (its
+    /// [`suggested_format`](SparseWeight::suggested_format) is BSR). Reads `dense` back.
+    pub fn magnitude_blocks(dense: Tensor<2>, density: f64, block: usize) -> Result<Self> {
+        let op = "SparseWeight::magnitude_blocks";
+        check_density(op, density)?;
+        if block == 0 {
+            return Err(SparseError::Argument { op, detail: "block size 0".into() });
+        }
+        let device = dense.device();
+        let [rows, cols] = dense.dims();
+        let flat = read_floats(dense)?;
+        let total = rows.div_ceil(block) * cols.div_ceil(block);
+        let keep = ((density * total as f64).round() as usize).min(total);
+        let mask = blocks::largest_blocks(&flat, rows, cols, block, keep);
+        Self::from_mask(rows, cols, &flat, &mask, &device)
     }
 
     /// N:M structured pruning of a dense `[rows, cols]` matrix: in every row, every group of
@@ -428,6 +458,61 @@ impl SparseWeight {
         Pattern::new(rows, cols, indptr, indices, device)
     }
 
+    /// The format the forward pass multiplies in: CSR unless set by
+    /// [`SparseWeight::with_format`] (a pruned or regrown weight starts at CSR again).
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// The format the pattern's block structure suggests: BSR with the largest block of
+    /// [`BSR_BLOCKS`](crate::BSR_BLOCKS) whose blocks the entries fill to
+    /// [`BSR_FILL`](crate::BSR_FILL), else CSR. Not applied by itself: on the devices measured
+    /// so far the BSR kernel is slower even then (docs/burn.md), so CSR stays the default.
+    pub fn suggested_format(&self) -> Result<WeightFormat> {
+        Ok(blocks::choose(&*self.pattern()?))
+    }
+
+    /// This weight multiplying in `format` (BSR: the entries scattered into `block × block`
+    /// blocks, zeros padding the cells they do not fill; `block ≥ 1`).
+    pub fn with_format(mut self, format: WeightFormat) -> Result<Self> {
+        if format == (WeightFormat::Bsr { block: 0 }) {
+            return Err(SparseError::Argument { op: "SparseWeight::with_format", detail: "block size 0".into() });
+        }
+        self.format = format;
+        Ok(self)
+    }
+
+    /// `W · rhs` (`rhs` of `[cols, f]`) in the weight's [`format`](SparseWeight::format): by
+    /// the CSR kernel, or by the BSR kernel on the entries scattered into their blocks (a
+    /// differentiable scatter, so the gradient comes back to the same entries).
+    pub fn spmm(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
+        match self.bsr_plan()? {
+            None => self.matrix()?.spmm(rhs),
+            Some(plan) => {
+                let values = self.values.val();
+                let zeros = Tensor::<1>::zeros([plan.len], (&values.device(), values.dtype()));
+                let blocked = zeros.scatter(0, plan.slots.clone(), values, burn::tensor::IndexingUpdateOp::Add);
+                plan.matrix.with_values(blocked)?.spmm(rhs)
+            }
+        }
+    }
+
+    /// The BSR plan of the current pattern if the weight multiplies as BSR, built once per
+    /// pattern and block size.
+    fn bsr_plan(&self) -> Result<Option<Arc<BsrPlan>>> {
+        let WeightFormat::Bsr { block } = self.format else { return Ok(None) };
+        let pattern = self.pattern()?;
+        let mut cached = self.cache.bsr.lock().map_err(|_| SparseError::Record("the BSR cache is poisoned".into()))?;
+        if let Some((p, plan)) = cached.as_ref() {
+            if Arc::ptr_eq(p, &pattern) && plan.matrix.block_size() == block {
+                return Ok(Some(plan.clone()));
+            }
+        }
+        let plan = Arc::new(blocks::plan(&pattern, block)?);
+        *cached = Some((pattern, plan.clone()));
+        Ok(Some(plan))
+    }
+
     /// The matrix: this pattern with the trainable values (tracked on an autodiff device).
     pub fn matrix(&self) -> Result<SparseCsr> {
         SparseCsr::from_pattern(self.pattern()?, self.values.val())
@@ -471,7 +556,7 @@ impl SparseWeight {
             cols: p.cols,
             nnz,
             density: nnz as f64 / cells,
-            format: "CSR",
+            format: self.format.name(),
             min_row: if p.rows == 0 { 0 } else { min_row },
             max_row,
             mean_row: nnz as f64 / p.rows.max(1) as f64,

@@ -462,3 +462,72 @@ fn a_sparse_model_moves_between_wgpu_and_flex() {
     let back = on_cpu.to_device(&gpu);
     assert_eq!(host(back.forward(x)), want, "moved back to wgpu");
 }
+
+#[test]
+fn block_pruned_weights_run_as_bsr_and_match_dense() {
+    for dev in devices() {
+        block_pruned_weights_run_as_bsr_and_match_dense_on(&dev);
+    }
+}
+
+fn block_pruned_weights_run_as_bsr_and_match_dense_on(dev: &Device) {
+    use burn_sparsec::WeightFormat;
+    let dev = dev.clone().autodiff();
+    // Whole blocks (48 × 40), and edge blocks cut by the border (42 × 50).
+    for (i, &(dout, din, block)) in [(48, 40, 4), (42, 50, 4), (64, 32, 8), (20, 18, 2)].iter().enumerate() {
+        let d = dense(dout, din, 60 + i as u64, &dev);
+        let w = SparseWeight::magnitude_blocks(d.clone(), 0.25, block).unwrap();
+        let total = dout.div_ceil(block) * din.div_ceil(block);
+        let kept = (0.25 * total as f64).round() as usize;
+        // Every kept block is whole (within the matrix), and no other entry is stored.
+        let (indptr, indices) = pattern(&w);
+        let mut blocks = std::collections::BTreeMap::new();
+        for r in 0..dout {
+            for &c in &indices[indptr[r]..indptr[r + 1]] {
+                *blocks.entry((r / block, c / block)).or_insert(0usize) += 1;
+            }
+        }
+        assert_eq!(blocks.len(), kept, "{dout}×{din}");
+        for (&(br, bc), &n) in &blocks {
+            assert_eq!(n, block.min(dout - br * block) * block.min(din - bc * block), "block ({br}, {bc}) is whole");
+        }
+        assert_eq!(w.suggested_format().unwrap(), WeightFormat::Bsr { block }, "{dout}×{din}");
+        assert_eq!(w.format(), WeightFormat::Csr, "CSR unless set");
+        let w = w.with_format(WeightFormat::Bsr { block }).unwrap();
+        assert!(w.stats().unwrap().to_string().starts_with("BSR"), "{}", w.stats().unwrap());
+
+        // The layer runs the BSR kernel and equals dense Burn, gradients included.
+        let layer = SparseLinear::new(w, Some(vector(dout, 70, &dev)));
+        let values = layer.weight.values_param().val();
+        let x = dense(5, din, 71, &dev).require_grad();
+        let y = layer.forward(x.clone()).unwrap();
+        let wsum = dense(5, dout, 72, &dev);
+        let grads = (y.clone() * wsum.clone()).sum().backward();
+        let (dv, dx) = (host(values.grad(&grads).unwrap()), host(x.grad(&grads).unwrap()));
+        let wd = layer.weight.to_dense().unwrap().detach().require_grad();
+        let x2 = x.detach().require_grad();
+        let y2 = x2.clone().matmul(wd.clone().transpose()) + layer.bias.as_ref().unwrap().val().unsqueeze::<2>();
+        close(&format!("BSR layer {dout}×{din}"), &host(y), &host(y2.clone()), 1e-4);
+        let grads2 = (y2 * wsum).sum().backward();
+        let dwd = host(wd.grad(&grads2).unwrap());
+        let want: Vec<f32> = (0..dout)
+            .flat_map(|r| indices[indptr[r]..indptr[r + 1]].iter().map(move |&c| (r, c)))
+            .map(|(r, c)| dwd[r * din + c])
+            .collect();
+        close(&format!("BSR d values {dout}×{din}"), &dv, &want, 1e-3);
+        close(&format!("BSR dx {dout}×{din}"), &dx, &host(x2.grad(&grads2).unwrap()), 1e-3);
+    }
+    // Scattered entries suggest CSR; BSR still computes them right (blocks padded with zeros).
+    let random = SparseLinearConfig::new(64, 32).with_density(0.2).init(&dev).unwrap();
+    assert_eq!(random.weight.suggested_format().unwrap(), WeightFormat::Csr);
+    assert!(random.weight.stats().unwrap().to_string().starts_with("CSR"));
+    let x = dense(3, 64, 73, &dev);
+    let want = host(random.forward(x.clone()).unwrap());
+    let blocked = SparseLinear::new(
+        random.weight.with_format(WeightFormat::Bsr { block: 4 }).unwrap(),
+        random.bias.map(|b| b.val()),
+    );
+    close("random weight as BSR", &host(blocked.forward(x).unwrap()), &want, 1e-4);
+    assert!(blocked.weight.clone().with_format(WeightFormat::Bsr { block: 0 }).is_err());
+    assert!(matches!(SparseWeight::magnitude_blocks(dense(4, 4, 1, &dev), 0.5, 0), Err(SparseError::Argument { .. })));
+}
