@@ -86,10 +86,6 @@ pub fn sddmm(dir: &Path) -> R<Schedule> {
 /// Block row per block; block-row lanes on `threadIdx.y`, features on `threadIdx.x`.
 pub fn bsrmm(dir: &Path) -> R<Schedule> {
     let mut sch = load(dir, "bsrmm")?;
-    let sp = sch.get_sparse_iteration("bsrmm")?;
-    let it = sch.get_sp_iters(sp)?;
-    let (i, bi, bj, f, j) = (it[0], it[1], it[2], it[3], it[4]);
-    sch.sparse_reorder(sp, &[i, j, bi, bj, f])?;
     sch.lower_sparse_iter()?;
     let i = loops(&mut sch, "bsrmm0")?[0];
     sch.bind(i, BlockIdxX)?;
