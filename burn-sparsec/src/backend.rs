@@ -71,24 +71,10 @@ pub trait SparseBackend: Backend {
         cols: usize,
     ) -> FloatTensor<Self>;
 
-    /// Row-wise softmax over the stored entries: the `[nnz]` values
-    /// `exp(a_ij − max_j a_ij) / Σ_j exp(a_ij − max_j a_ij)` on the same pattern.
+    /// A row operation over the stored entries ([`RowOp`]).
     #[allow(clippy::too_many_arguments)]
-    fn csr_softmax(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        t_indptr: IntTensor<Self>,
-        t_indices: IntTensor<Self>,
-        t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self>;
-
-    /// The largest stored entry of every row (`[rows]`; the lowest finite `f32` for a row
-    /// without entries).
-    #[allow(clippy::too_many_arguments)]
-    fn csr_row_max(
+    fn csr_row_op(
+        op: RowOp,
         indptr: IntTensor<Self>,
         indices: IntTensor<Self>,
         t_indptr: IntTensor<Self>,
@@ -194,9 +180,30 @@ fn sddmm_call<B: Backend>(
     (Kernel::Sddmm, ops)
 }
 
-/// `softmax` (`[nnz]` on the pattern) or `row_max` (`[rows]`): one operand, the values.
+/// A row operation over a CSR matrix's stored entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowOp {
+    /// Softmax of every row: the `[nnz]` values `exp(a_ij − max_j a_ij) / Σ_j exp(a_ij −
+    /// max_j a_ij)` on the same pattern (`kernels/softmax.sptir`).
+    Softmax,
+    /// The largest entry of every row, `[rows]` (the lowest finite `f32` for a row without
+    /// entries; `kernels/row_max.sptir`).
+    Max,
+}
+
+impl RowOp {
+    /// The kernel that computes it.
+    pub fn kernel(self) -> Kernel {
+        match self {
+            RowOp::Softmax => Kernel::Softmax,
+            RowOp::Max => Kernel::RowMax,
+        }
+    }
+}
+
+/// A [`RowOp`]'s kernel call: one operand, the values.
 fn row_call<B: Backend>(
-    kernel: Kernel,
+    op: RowOp,
     indptr: IntTensor<B>,
     indices: IntTensor<B>,
     values: FloatTensor<B>,
@@ -204,7 +211,7 @@ fn row_call<B: Backend>(
     cols: usize,
 ) -> (Kernel, Vec<Operand<B>>) {
     let nnz = indices.shape().num_elements();
-    let out = if kernel == Kernel::RowMax { rows } else { nnz };
+    let out = if op == RowOp::Max { rows } else { nnz };
     let ops = vec![
         Operand::Float(values),
         Operand::Output(vec![out]),
@@ -214,7 +221,7 @@ fn row_call<B: Backend>(
         Operand::Scalar(cols),
         Operand::Scalar(nnz),
     ];
-    (kernel, ops)
+    (op.kernel(), ops)
 }
 
 /// `bsrmm`: `C[nb·blk, feat] = A · rhs` for `nb × mb` blocks of `blk × blk`.
@@ -294,7 +301,8 @@ macro_rules! kernel_host_ops {
                 Self::run(k, ops)
             }
 
-            fn csr_softmax(
+            fn csr_row_op(
+                op: RowOp,
                 indptr: IntTensor<Self>,
                 indices: IntTensor<Self>,
                 _t_indptr: IntTensor<Self>,
@@ -304,21 +312,7 @@ macro_rules! kernel_host_ops {
                 rows: usize,
                 cols: usize,
             ) -> FloatTensor<Self> {
-                let (k, ops) = row_call(Kernel::Softmax, indptr, indices, values, rows, cols);
-                Self::run(k, ops)
-            }
-
-            fn csr_row_max(
-                indptr: IntTensor<Self>,
-                indices: IntTensor<Self>,
-                _t_indptr: IntTensor<Self>,
-                _t_indices: IntTensor<Self>,
-                _t_perm: IntTensor<Self>,
-                values: FloatTensor<Self>,
-                rows: usize,
-                cols: usize,
-            ) -> FloatTensor<Self> {
-                let (k, ops) = row_call(Kernel::RowMax, indptr, indices, values, rows, cols);
+                let (k, ops) = row_call(op, indptr, indices, values, rows, cols);
                 Self::run(k, ops)
             }
 
@@ -489,23 +483,10 @@ impl<B: SparseBackend> Pattern<B> {
         )
     }
 
-    /// The row softmax of `values` on this pattern.
-    fn softmax(&self, values: FloatTensor<B>) -> FloatTensor<B> {
-        B::csr_softmax(
-            self.indptr.clone(),
-            self.indices.clone(),
-            self.t_indptr.clone(),
-            self.t_indices.clone(),
-            self.t_perm.clone(),
-            values,
-            self.rows,
-            self.cols,
-        )
-    }
-
-    /// The largest entry of every row of `values` on this pattern (`[rows]`).
-    fn row_max(&self, values: FloatTensor<B>) -> FloatTensor<B> {
-        B::csr_row_max(
+    /// `op` of `values` on this pattern.
+    fn row_op(&self, op: RowOp, values: FloatTensor<B>) -> FloatTensor<B> {
+        B::csr_row_op(
+            op,
             self.indptr.clone(),
             self.indices.clone(),
             self.t_indptr.clone(),
@@ -613,49 +594,40 @@ impl<B: SparseBackend> Backward<B, 2> for SddmmBackward {
     }
 }
 
-/// Backward of the row softmax `Y`: `dA = Y ∘ (dY − s)` with `s_i = Σ_j Y_ij · dY_ij`
-/// broadcast over row `i` (a row sum by SpMM, the broadcast by SDDMM, both against ones).
+/// Backward of a [`RowOp`] with output `Y`. Softmax: `dA = Y ∘ (dY − s)` with
+/// `s_i = Σ_j Y_ij · dY_ij` broadcast over row `i`; maximum: a row's gradient goes to its
+/// entries equal to the maximum, shared evenly among ties (a subgradient). Row sums by SpMM
+/// and per-row broadcasts by SDDMM, both against a column of ones.
 #[derive(Debug)]
-struct SoftmaxBackward;
+struct RowOpBackward(RowOp);
 
-impl<B: SparseBackend> Backward<B, 1> for SoftmaxBackward {
-    type State = (Pattern<B>, FloatTensor<B>);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _c: &mut Checkpointer) {
-        let [node] = ops.parents;
-        let grad = grads.consume::<B>(&ops.node);
-        let (pattern, y) = ops.state;
-        if let Some(node) = node {
-            let s = pattern.row_sums(B::float_mul(y.clone(), grad.clone()));
-            let s = pattern.broadcast_rows(s);
-            grads.register::<B>(node.id, B::float_mul(y, B::float_sub(grad, s)));
-        }
-    }
-}
-
-/// Backward of the row maximum: a row's gradient goes to its entries equal to the maximum,
-/// shared evenly among ties (a subgradient).
-#[derive(Debug)]
-struct RowMaxBackward;
-
-impl<B: SparseBackend> Backward<B, 1> for RowMaxBackward {
+impl<B: SparseBackend> Backward<B, 1> for RowOpBackward {
+    /// The pattern, the values and the output.
     type State = (Pattern<B>, FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _c: &mut Checkpointer) {
         let [node] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
-        let (pattern, values, max) = ops.state;
-        if let Some(node) = node {
-            let rows = pattern.rows;
-            let at_max = pattern.broadcast_rows(B::float_reshape(max, Shape::new([rows, 1])));
-            // 1 where an entry equals its row's maximum, else 0: 1 − sign|x − max| (float
-            // operations only, so no backend's boolean storage is assumed).
-            let ones = B::float_ones(values.shape(), &values.device(), FloatDType::F32);
-            let mask = B::float_sub(ones, B::float_sign(B::float_abs(B::float_sub(values, at_max))));
-            let ties = pattern.row_sums(mask.clone());
-            let share = B::float_div(B::float_reshape(grad, Shape::new([rows, 1])), ties);
-            grads.register::<B>(node.id, B::float_mul(mask, pattern.broadcast_rows(share)));
-        }
+        let (pattern, values, y) = ops.state;
+        let Some(node) = node else { return };
+        let dx = match self.0 {
+            RowOp::Softmax => {
+                let s = pattern.broadcast_rows(pattern.row_sums(B::float_mul(y.clone(), grad.clone())));
+                B::float_mul(y, B::float_sub(grad, s))
+            }
+            RowOp::Max => {
+                let rows = pattern.rows;
+                let at_max = pattern.broadcast_rows(B::float_reshape(y, Shape::new([rows, 1])));
+                // 1 where an entry equals its row's maximum, else 0: 1 − sign|x − max| (float
+                // operations only, so no backend's boolean storage is assumed).
+                let ones = B::float_ones(values.shape(), &values.device(), FloatDType::F32);
+                let mask = B::float_sub(ones, B::float_sign(B::float_abs(B::float_sub(values, at_max))));
+                let ties = pattern.row_sums(mask.clone());
+                let share = B::float_div(B::float_reshape(grad, Shape::new([rows, 1])), ties);
+                B::float_mul(mask, pattern.broadcast_rows(share))
+            }
+        };
+        grads.register::<B>(node.id, dx);
     }
 }
 
@@ -803,7 +775,8 @@ impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
         }
     }
 
-    fn csr_softmax(
+    fn csr_row_op(
+        op: RowOp,
         indptr: IntTensor<Self>,
         indices: IntTensor<Self>,
         t_indptr: IntTensor<Self>,
@@ -814,33 +787,13 @@ impl<B: SparseBackend, C: CheckpointStrategy> SparseBackend for Autodiff<B, C> {
         cols: usize,
     ) -> FloatTensor<Self> {
         let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
-        match SoftmaxBackward.prepare::<C>([values.node()]).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                let y = pattern.softmax(values.primitive().clone());
-                prep.finish((pattern, y.clone()), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(pattern.softmax(values.into_primitive())),
-        }
-    }
-
-    fn csr_row_max(
-        indptr: IntTensor<Self>,
-        indices: IntTensor<Self>,
-        t_indptr: IntTensor<Self>,
-        t_indices: IntTensor<Self>,
-        t_perm: IntTensor<Self>,
-        values: FloatTensor<Self>,
-        rows: usize,
-        cols: usize,
-    ) -> FloatTensor<Self> {
-        let pattern = Pattern { indptr, indices, t_indptr, t_indices, t_perm, rows, cols };
-        match RowMaxBackward.prepare::<C>([values.node()]).compute_bound().stateful() {
+        match RowOpBackward(op).prepare::<C>([values.node()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let v = values.primitive().clone();
-                let max = pattern.row_max(v.clone());
-                prep.finish((pattern, v, max.clone()), max)
+                let y = pattern.row_op(op, v.clone());
+                prep.finish((pattern, v, y.clone()), y)
             }
-            OpsKind::UnTracked(prep) => prep.finish(pattern.row_max(values.into_primitive())),
+            OpsKind::UnTracked(prep) => prep.finish(pattern.row_op(op, values.into_primitive())),
         }
     }
 

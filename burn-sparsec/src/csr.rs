@@ -1,6 +1,6 @@
 //! [`SparseCsr`]: a CSR matrix on a Burn device, and the operations on it.
 
-use crate::backend::SparseBackend;
+use crate::backend::{RowOp, SparseBackend};
 use crate::error::{Result, SparseError};
 use crate::kernels::Kernel;
 use burn::backend::Dispatch;
@@ -351,22 +351,7 @@ impl SparseCsr {
     /// SpMM: `A · rhs` for `rhs` of `[cols, f]`, by the sparsec `csrmm` kernel.
     pub fn spmm(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
         self.check_dense("spmm", &rhs, self.cols())?;
-        // Computed in f32; the result has the dense operand's type.
-        let dtype = rhs.dtype();
-        self.prepare(&[Kernel::Csrmm, Kernel::Sddmm])?;
-        let (p, t) = (&self.pattern, self.pattern.transposed());
-        let out = <Dispatch as SparseBackend>::csr_spmm(
-            p.indptr.clone().into_dispatch(),
-            p.indices.clone().into_dispatch(),
-            t.indptr.clone().into_dispatch(),
-            t.indices.clone().into_dispatch(),
-            t.perm.clone().into_dispatch(),
-            f32_of(self.values.clone()).into_dispatch(),
-            f32_of(rhs).into_dispatch(),
-            p.rows,
-            p.cols,
-        );
-        Ok(Tensor::<2>::from_dispatch(out).cast(dtype))
+        self.spmm_of(rhs, false)
     }
 
     /// The transposed SpMM `Aᵀ · rhs` for `rhs` of `[rows, f]`, by the `csrmm` kernel on the
@@ -374,21 +359,33 @@ impl SparseCsr {
     /// call, unlike `transpose().spmm(..)`); differentiable in the values and `rhs`.
     pub fn spmm_t(&self, rhs: Tensor<2>) -> Result<Tensor<2>> {
         self.check_dense("spmm_t", &rhs, self.rows())?;
+        self.spmm_of(rhs, true)
+    }
+
+    /// `A · rhs`, or `Aᵀ · rhs` where `transposed`, computed in f32; the result has the dense
+    /// operand's type.
+    fn spmm_of(&self, rhs: Tensor<2>, transposed: bool) -> Result<Tensor<2>> {
         let dtype = rhs.dtype();
         self.prepare(&[Kernel::Csrmm, Kernel::Sddmm])?;
         let (p, t) = (&self.pattern, self.pattern.transposed());
-        // The transpose's entries in its own order: a differentiable gather.
-        let values = f32_of(self.values.clone()).select(0, t.perm.clone());
+        let values = f32_of(self.values.clone());
+        let ((ptr, idx, t_ptr, t_idx, perm), values, (rows, cols)) = if transposed {
+            // The transpose's entries in its own order: a differentiable gather.
+            let values = values.select(0, t.perm.clone());
+            ((&t.indptr, &t.indices, &p.indptr, &p.indices, &t.inverse), values, (p.cols, p.rows))
+        } else {
+            ((&p.indptr, &p.indices, &t.indptr, &t.indices, &t.perm), values, (p.rows, p.cols))
+        };
         let out = <Dispatch as SparseBackend>::csr_spmm(
-            t.indptr.clone().into_dispatch(),
-            t.indices.clone().into_dispatch(),
-            p.indptr.clone().into_dispatch(),
-            p.indices.clone().into_dispatch(),
-            t.inverse.clone().into_dispatch(),
+            ptr.clone().into_dispatch(),
+            idx.clone().into_dispatch(),
+            t_ptr.clone().into_dispatch(),
+            t_idx.clone().into_dispatch(),
+            perm.clone().into_dispatch(),
             values.into_dispatch(),
             f32_of(rhs).into_dispatch(),
-            p.cols,
-            p.rows,
+            rows,
+            cols,
         );
         Ok(Tensor::<2>::from_dispatch(out).cast(dtype))
     }
@@ -464,20 +461,7 @@ impl SparseCsr {
     /// pattern — the normalisation of sparse attention. By the sparsec `softmax` kernel
     /// (`kernels/softmax.sptir`); differentiable in the values.
     pub fn softmax(&self) -> Result<Self> {
-        self.prepare(&[Kernel::Softmax, Kernel::Csrmm, Kernel::Sddmm])?;
-        let (p, t) = (&self.pattern, self.pattern.transposed());
-        let out = <Dispatch as SparseBackend>::csr_softmax(
-            p.indptr.clone().into_dispatch(),
-            p.indices.clone().into_dispatch(),
-            t.indptr.clone().into_dispatch(),
-            t.indices.clone().into_dispatch(),
-            t.perm.clone().into_dispatch(),
-            f32_of(self.values.clone()).into_dispatch(),
-            p.rows,
-            p.cols,
-        );
-        let values = Tensor::<1>::from_dispatch(out).cast(self.values.dtype());
-        Ok(SparseCsr { pattern: self.pattern.clone(), values })
+        Ok(SparseCsr { pattern: self.pattern.clone(), values: self.row_op(RowOp::Softmax)? })
     }
 
     /// The largest stored entry of every row (`[rows]`; implicit zeros are not entries, and a
@@ -485,9 +469,15 @@ impl SparseCsr {
     /// (`kernels/row_max.sptir`); differentiable in the values (a row's gradient goes to its
     /// entries equal to the maximum, shared evenly among ties).
     pub fn row_max(&self) -> Result<Tensor<1>> {
-        self.prepare(&[Kernel::RowMax, Kernel::Csrmm, Kernel::Sddmm])?;
+        self.row_op(RowOp::Max)
+    }
+
+    /// `op` of this matrix, computed in `f32` and returned in the values' type.
+    fn row_op(&self, op: RowOp) -> Result<Tensor<1>> {
+        self.prepare(&[op.kernel(), Kernel::Csrmm, Kernel::Sddmm])?;
         let (p, t) = (&self.pattern, self.pattern.transposed());
-        let out = <Dispatch as SparseBackend>::csr_row_max(
+        let out = <Dispatch as SparseBackend>::csr_row_op(
+            op,
             p.indptr.clone().into_dispatch(),
             p.indices.clone().into_dispatch(),
             t.indptr.clone().into_dispatch(),

@@ -40,7 +40,7 @@ mod optim;
 mod pruning;
 mod weight;
 
-pub use backend::SparseBackend;
+pub use backend::{RowOp, SparseBackend};
 pub use blocks::{WeightFormat, BSR_BLOCKS, BSR_FILL};
 pub use bsr::SparseBsr;
 pub use csr::{sddmm, spmm, spmm_bias_relu, SparseCsr};

@@ -62,3 +62,14 @@ pub fn feat(m: &Mat) -> usize {
 pub fn close(what: &str, got: &[f32], want: &[f32], rtol: f32) {
     tk::assert_close(what, got, want, rtol);
 }
+
+/// The half-precision float types `dev` computes: WGSL has no bf16 (Burn's own cast panics
+/// on wgpu), Flex has both.
+pub fn halves(dev: &Device) -> Vec<burn::tensor::FloatDType> {
+    use burn::tensor::FloatDType;
+    if matches!(dev.as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
+        vec![FloatDType::F16, FloatDType::BF16]
+    } else {
+        vec![FloatDType::F16]
+    }
+}

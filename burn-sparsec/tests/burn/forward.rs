@@ -220,14 +220,8 @@ fn half_precision_operands_are_computed_in_f32_and_returned_in_their_type() {
     use burn::tensor::FloatDType;
     for dev in devices() {
         let ad = dev.clone().autodiff();
-        let (name, m) = matrices().into_iter().find(|(_, m)| m.rows * m.cols <= 1 << 18 && m.nnz() > 100).unwrap();
-        // WGSL has no bf16 (Burn's own cast panics on wgpu); Flex has both.
-        let halves = if matches!(dev.as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
-            vec![FloatDType::F16, FloatDType::BF16]
-        } else {
-            vec![FloatDType::F16]
-        };
-        for half in halves {
+        let (name, m) = half_case();
+        for half in halves(&dev) {
             let what = |op: &str| format!("{op} {half:?} {name} on {dev:?}");
             let a = sparse(&m, &ad);
             let b32 = dense(m.cols, 8, 5, &ad);
@@ -314,13 +308,8 @@ fn half_precision_values_are_computed_in_f32_and_kept_in_their_type() {
     use burn::tensor::FloatDType;
     for dev in devices() {
         let ad = dev.clone().autodiff();
-        let (name, m) = matrices().into_iter().find(|(_, m)| m.rows * m.cols <= 1 << 18 && m.nnz() > 100).unwrap();
-        let halves = if matches!(dev.as_dispatch(), burn::backend::DispatchDevice::Flex(_)) {
-            vec![FloatDType::F16, FloatDType::BF16]
-        } else {
-            vec![FloatDType::F16]
-        };
-        for half in halves {
+        let (name, m) = half_case();
+        for half in halves(&dev) {
             let what = |op: &str| format!("{op} {half:?} {name} on {dev:?}");
             let a = sparse(&m, &ad).cast(half).unwrap();
             assert_eq!(a.values().dtype(), half.into());
@@ -360,4 +349,9 @@ fn half_precision_values_are_computed_in_f32_and_kept_in_their_type() {
         }
         assert!(matches!(sparse(&m, &dev).cast(FloatDType::F64), Err(burn_sparsec::SparseError::DType { .. })));
     }
+}
+
+/// The matrix of the half-precision tests: the first small one with over 100 entries.
+fn half_case() -> (String, Mat) {
+    matrices().into_iter().find(|(_, m)| m.rows * m.cols <= 1 << 18 && m.nnz() > 100).unwrap()
 }
