@@ -355,3 +355,23 @@ fn half_precision_values_are_computed_in_f32_and_kept_in_their_type() {
 fn half_case() -> (String, Mat) {
     matrices().into_iter().find(|(_, m)| m.rows * m.cols <= 1 << 18 && m.nnz() > 100).unwrap()
 }
+
+#[test]
+fn sixty_four_bit_indices_are_taken_where_they_fit_and_refused_beyond() {
+    let dev = device();
+    let (name, m) = half_case();
+    let wide: Csr<i64, f32> = Csr::try_new(
+        m.rows,
+        m.cols,
+        m.indptr.iter().map(|&x| x as i64).collect(),
+        m.indices.iter().map(|&x| x as i64).collect(),
+        m.vals.clone(),
+    )
+    .unwrap();
+    let a = SparseCsr::from_csr(&wide, &dev).unwrap();
+    let b = dense(m.cols, 4, 8, &dev);
+    assert_eq!(host(a.spmm(b.clone()).unwrap()), host(sparse(&m, &dev).spmm(b).unwrap()), "{name}");
+    // A column beyond i32: the kernels index in 32 bits, so the matrix is refused.
+    let huge: Csr<i64, f32> = Csr::try_new(1, 3_000_000_000, vec![0, 1], vec![2_999_999_999], vec![1.0]).unwrap();
+    assert!(matches!(SparseCsr::from_csr(&huge, &dev), Err(SparseError::TooLarge { .. })));
+}
