@@ -179,3 +179,25 @@ fn partial_sums_only_where_the_schedule_lowers() {
         assert!(!partial, "{}", sparsec::ir::text::print_func(&gpu));
     }
 }
+
+#[test]
+fn cpu_moves_a_row_of_the_output_innermost() {
+    // bsrmm is written `[I, BI, BJ, F, J]`: each output element would walk the block row.
+    // The CPU default moves `f` innermost, so the blocks stream around a vectorised row of C.
+    let cpu = auto::cpu_schedule(&common::workload("bsrmm")).unwrap();
+    let text = sparsec::ir::text::print_func(&cpu);
+    let j = text.find("for j in serial").expect("a loop over the block row");
+    assert!(text[j..].contains("for f in vectorized"), "f is not a vectorised loop inside j:\n{text}");
+    let reorders = |name: &str| {
+        let mut sch = sparsec_schedule::Schedule::new(common::workload(name)).unwrap();
+        auto::cpu_full(&mut sch).unwrap();
+        sch.trace().to_json().contains("sparse_reorder")
+    };
+    assert!(reorders("bsrmm"));
+    // Programs already ending in their output's row (csrmm), whose stores end in a sparse
+    // coordinate (sddmm), or whose operand is strided along the output row (rgcn's
+    // `W[e, fo, fi]`) keep their order.
+    for name in ["csrmm", "sddmm", "csrmm_dense_iter", "rgcn_homo_forward", "rgcn_hetero_forward"] {
+        assert!(!reorders(name), "{name}");
+    }
+}
