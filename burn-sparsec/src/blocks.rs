@@ -61,12 +61,7 @@ pub(crate) fn choose(p: &Pattern) -> WeightFormat {
 /// The distinct `(block row, block column)` of a pattern's entries, each numbered in BSR
 /// order (by block row, then block column).
 fn blocks_of(p: &Pattern, b: usize) -> HashMap<(usize, usize), usize> {
-    let mut blocks: Vec<(usize, usize)> = Vec::with_capacity(p.nnz());
-    for r in 0..p.rows {
-        for &c in &p.host_indices[p.host_indptr[r] as usize..p.host_indptr[r + 1] as usize] {
-            blocks.push((r / b, c as usize / b));
-        }
-    }
+    let mut blocks: Vec<(usize, usize)> = p.coords().map(|(r, c)| (r / b, c / b)).collect();
     blocks.sort_unstable();
     blocks.dedup();
     blocks.into_iter().enumerate().map(|(k, rc)| (rc, k)).collect()
@@ -97,12 +92,9 @@ pub(crate) fn plan(p: &Pattern, b: usize) -> Result<BsrPlan> {
         indptr[i + 1] += indptr[i];
     }
     let mut slots = Vec::with_capacity(p.nnz());
-    for r in 0..p.rows {
-        for &c in &p.host_indices[p.host_indptr[r] as usize..p.host_indptr[r + 1] as usize] {
-            let c = c as usize;
-            let k = blocks[&(r / b, c / b)];
-            slots.push(fit("block slot", k * b * b + (r % b) * b + c % b)?);
-        }
+    for (r, c) in p.coords() {
+        let k = blocks[&(r / b, c / b)];
+        slots.push(fit("block slot", k * b * b + (r % b) * b + c % b)?);
     }
     let len = order.len() * b * b;
     let matrix = SparseBsr::from_parts(p.rows, p.cols, b, indptr, indices, vec![0.0; len], &p.device)?;

@@ -145,15 +145,18 @@ impl Pattern {
         })
     }
 
+    /// `(row, column)` of every stored entry, in storage order.
+    pub(crate) fn coords(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.rows).flat_map(move |r| {
+            let (lo, hi) = (self.host_indptr[r] as usize, self.host_indptr[r + 1] as usize);
+            self.host_indices[lo..hi].iter().map(move |&c| (r, c as usize))
+        })
+    }
+
     /// `row * cols + col` of every entry (for densifying), built once.
     fn flat(&self) -> &Tensor<1, Int> {
         self.flat.get_or_init(|| {
-            let mut v = Vec::with_capacity(self.nnz());
-            for r in 0..self.rows {
-                for p in self.host_indptr[r] as usize..self.host_indptr[r + 1] as usize {
-                    v.push(r as i64 * self.cols as i64 + self.host_indices[p] as i64);
-                }
-            }
+            let v: Vec<i64> = self.coords().map(|(r, c)| r as i64 * self.cols as i64 + c as i64).collect();
             let n = v.len();
             Tensor::from_data(TensorData::new(v, [n]), &self.device)
         })

@@ -363,12 +363,7 @@ impl SparseWeight {
         let grad = read_floats(dense_grad)?;
         let nnz = values.len();
         // Row-major position of every entry, in storage order.
-        let entries: Vec<usize> = (0..rows)
-            .flat_map(|r| {
-                let (lo, hi) = (pattern.host_indptr[r] as usize, pattern.host_indptr[r + 1] as usize);
-                pattern.host_indices[lo..hi].iter().map(move |&c| r * cols + c as usize)
-            })
-            .collect();
+        let entries: Vec<usize> = pattern.coords().map(|(r, c)| r * cols + c).collect();
         let mut active = vec![false; rows * cols];
         let mut value_at = vec![0f32; rows * cols];
         for (&f, &v) in entries.iter().zip(&values) {
