@@ -87,6 +87,19 @@ pub fn host_vector_bytes() -> usize {
     16
 }
 
+/// Whether the host has hardware gathers that LLVM uses (AVX-512; LLVM scalarises AVX2
+/// gathers on AMD CPUs). Elsewhere a vector form's gather is one load per lane.
+pub fn host_has_fast_gather() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The default location of the OpenMP runtime (Debian's `libomp-22-dev`).
 pub fn default_openmp_runtime() -> String {
     let prefix = option_env!("MLIR_SYS_220_PREFIX").unwrap_or("/usr/lib/llvm-22");

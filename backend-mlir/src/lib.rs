@@ -53,7 +53,7 @@ mod regtile;
 mod translate;
 
 pub use abi::{signature, AbiParam, ArgKind};
-pub use cpu::{default_openmp_runtime, emit_cpu_mlir, host_vector_bytes, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
+pub use cpu::{default_openmp_runtime, emit_cpu_mlir, host_has_fast_gather, host_vector_bytes, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
 pub use error::{MlirError, Result};
 pub use gpu::{emit_mlir, emit_mlir_located, emit_ptx, gpu_plan, index_bits, ptx_pipeline, DeviceAlloc, GpuPlan, KernelLaunch};
 pub use translate::Source;

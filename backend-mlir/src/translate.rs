@@ -103,6 +103,8 @@ pub(crate) struct Tr<'c, 'f> {
     /// CPU: inside a copy of a nest made for prefetching (`Some(true)`: its annotated loops
     /// prefetch) or for not (`Some(false)`); `None` outside any.
     prefetching: Option<bool>,
+    /// Inside a vector form's masked statement: the mask of its active lanes.
+    vmask: Option<Val<'c>>,
 }
 
 /// The barrier state of a GPU kernel being translated.
@@ -177,6 +179,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             prefetch: None,
             clamp_loads: false,
             prefetching: None,
+            vmask: None,
         }
     }
 
@@ -1492,6 +1495,42 @@ impl<'c, 'f> Tr<'c, 'f> {
                     })?;
                     b.append_operation(self.build("scf.if", &[c], &[], &[], vec![r, Region::new()])?);
                 }
+                VStmt::Masked { first, bound, then } => {
+                    let (f, n) = (self.index_expr(b, first, 0)?, self.index_expr(b, bound, 0)?);
+                    let u = self.is_uniform(&Expr::binary(BinOp::Lt, first.clone(), bound.clone()));
+                    let it = self.index();
+                    // All lanes active (`first + w <= bound`): the body as it is; some: under
+                    // the mask of the lanes `l < bound - first`.
+                    let wv = self.cidx(b, w)?;
+                    let last = self.emit1(b, "arith.addi", &[f, wv], it, &[])?;
+                    let all = self.cmpi(b, 3, last, n)?;
+                    let (full, part) = self.narrowed(u, |t| -> Result<_> {
+                        let full = t.region(&[], |t, blk, _| {
+                            t.vstmts(blk, then, w)?;
+                            t.yield_(blk, &[])
+                        })?;
+                        let part = t.region(&[], |t, blk, _| {
+                            let some = t.cmpi(blk, 2, f, n)?;
+                            let r = t.region(&[], |t, blk, _| {
+                                let count = t.emit1(blk, "arith.subi", &[n, f], it, &[])?;
+                                let mt = Type::parse(t.ctx, &format!("vector<{w}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
+                                let mut mask = t.emit1(blk, "vector.create_mask", &[count], mt, &[])?;
+                                if let Some(outer) = t.vmask {
+                                    mask = t.emit1(blk, "arith.andi", &[outer, mask], mt, &[])?;
+                                }
+                                let saved = t.vmask.replace(mask);
+                                let r = t.vstmts(blk, then, w);
+                                t.vmask = saved;
+                                r?;
+                                t.yield_(blk, &[])
+                            })?;
+                            blk.append_operation(t.build("scf.if", &[some], &[], &[], vec![r, Region::new()])?);
+                            t.yield_(blk, &[])
+                        })?;
+                        Ok((full, part))
+                    })?;
+                    b.append_operation(self.build("scf.if", &[all], &[], &[], vec![full, part])?);
+                }
                 VStmt::Store(st) => self.vstore(b, st, w)?,
                 VStmt::Block { block, stores } => {
                     for it in &block.iters {
@@ -1509,9 +1548,84 @@ impl<'c, 'f> Tr<'c, 'f> {
     fn vstore(&mut self, b: &Block<'c>, st: &VStore, w: i64) -> Result<()> {
         let d = self.buf_dtype(st.at.buffer)?;
         let vt = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(d))).ok_or_else(|| MlirError::internal("vector type"))?;
-        let v = self.vvalue(b, &st.value, vt, d, w)?;
+        let mut v = self.vvalue(b, &st.value, vt, d, w)?;
         let (m, at, attrs) = self.vaccess(b, &st.at, d, w)?;
+        match self.vmask {
+            // A function's own small array: a whole-vector update, which LLVM keeps in
+            // registers (a masked store would keep the array in memory).
+            Some(mk) if self.whole_local(&st.at, w) => {
+                let old = self.emit1(b, "vector.load", &[m, at], vt, &[])?;
+                v = self.emit1(b, "arith.select", &[mk, v, old], vt, &[])?;
+            }
+            Some(mk) => return self.emit(b, "vector.maskedstore", &[m, at, mk, v], &[], &attrs).map(drop),
+            None => {}
+        }
         self.emit(b, "vector.store", &[v, m, at], &[], &attrs).map(drop)
+    }
+
+    /// Whether every lane of access `a` lies inside a function-allocated array of literal
+    /// size, so that reading all `w` lanes is in bounds whatever the mask.
+    fn whole_local(&self, a: &Access, w: i64) -> bool {
+        let Some(decl) = self.func.buffers.try_get(a.buffer) else { return false };
+        let (Storage::Alloc(_), Layout::Dense(shape)) = (&decl.storage, &decl.layout) else { return false };
+        let [n] = shape.as_slice() else { return false };
+        matches!((n.literal_value(), a.first.literal_value()), (Some(n), Some(c)) if c >= 0 && c + w <= n)
+    }
+
+    /// A vector load of `w` lanes at `a`: under a mask only the active lanes are read
+    /// (the others are zero) unless the whole vector lies in a local array.
+    fn vload_at(&mut self, b: &Block<'c>, a: &Access, vt: Type<'c>, d: DType, w: i64) -> Result<Val<'c>> {
+        let (m, at, attrs) = self.vaccess(b, a, d, w)?;
+        match self.vmask {
+            Some(mk) if !self.whole_local(a, w) => {
+                let zero = self.attr(&format!("dense<{}> : {vt}", if d.is_int() { "0" } else { "0.0" }))?;
+                let pass = self.emit1(b, "arith.constant", &[], vt, &[("value", zero)])?;
+                self.emit1(b, "vector.maskedload", &[m, at, mk, pass], vt, &attrs)
+            }
+            _ => self.emit1(b, "vector.load", &[m, at], vt, &attrs),
+        }
+    }
+
+    /// The lanes of a gather's integer index (`VExpr::Gather`) and their type.
+    fn vint(&mut self, b: &Block<'c>, e: &VExpr, w: i64) -> Result<(Val<'c>, DType)> {
+        let vty = |t: &Self, d: DType| Type::parse(t.ctx, &format!("vector<{w}x{}>", t.ty(d))).ok_or_else(|| MlirError::internal("vector type"));
+        Ok(match e {
+            VExpr::Splat(x) => {
+                let d = self.func.expr_dtype(x);
+                let s = self.expr(b, x)?;
+                (self.emit1(b, "vector.broadcast", &[s], vty(self, d)?, &[])?, d)
+            }
+            VExpr::Load(a) => {
+                let d = self.buf_dtype(a.buffer)?;
+                (self.vload_at(b, a, vty(self, d)?, d, w)?, d)
+            }
+            VExpr::Binary(op, x, y) => {
+                let ((x, dx), (y, dy)) = (self.vint(b, x, w)?, self.vint(b, y, w)?);
+                let d = if width(dy) > width(dx) { dy } else { dx };
+                let (x, y) = (self.vcast(b, x, dx, d, w)?, self.vcast(b, y, dy, d, w)?);
+                let name = match op {
+                    BinOp::Add => "arith.addi",
+                    BinOp::Sub => "arith.subi",
+                    BinOp::Mul => "arith.muli",
+                    _ => return Err(MlirError::internal("vector index operator")),
+                };
+                (self.emit1(b, name, &[x, y], vty(self, d)?, &[])?, d)
+            }
+            VExpr::Cast(to, x) => {
+                let (x, from) = self.vint(b, x, w)?;
+                (self.vcast(b, x, from, *to, w)?, *to)
+            }
+            _ => return Err(MlirError::internal("vector index expression")),
+        })
+    }
+
+    /// Integer lanes `v` of type `from` as `to`.
+    fn vcast(&self, b: &Block<'c>, v: Val<'c>, from: DType, to: DType, w: i64) -> Result<Val<'c>> {
+        if width(from) == width(to) {
+            return Ok(v);
+        }
+        let t = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(to))).ok_or_else(|| MlirError::internal("vector type"))?;
+        self.emit1(b, if width(to) > width(from) { "arith.extsi" } else { "arith.trunci" }, &[v], t, &[])
     }
 
     /// The memref, first lane's index and attributes (the alignment, when proven, in GPU
@@ -1535,10 +1649,41 @@ impl<'c, 'f> Tr<'c, 'f> {
                 let s = self.expr(b, x)?;
                 self.emit1(b, "vector.broadcast", &[s], vt, &[])?
             }
-            VExpr::Load(a) => {
-                let (m, at, attrs) = self.vaccess(b, a, d, w)?;
-                self.emit1(b, "vector.load", &[m, at], vt, &attrs)?
+            VExpr::Load(a) => self.vload_at(b, a, vt, d, w)?,
+            VExpr::Gather { buffer, index } => {
+                let (mut idx, id) = self.vint(b, index, w)?;
+                let m = self.buf_val(*buffer)?;
+                let mt = Type::parse(self.ctx, &format!("vector<{w}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
+                let it = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(id))).ok_or_else(|| MlirError::internal("vector type"))?;
+                if let Some(mk) = self.vmask {
+                    // Inactive lanes read element 0 instead: an active lane's element is in
+                    // bounds, so the array has one, and an unmasked gather has no branches.
+                    let zero = self.attr(&format!("dense<0> : {it}"))?;
+                    let zero = self.emit1(b, "arith.constant", &[], it, &[("value", zero)])?;
+                    idx = self.emit1(b, "arith.select", &[mk, idx, zero], it, &[])?;
+                }
+                let zero = self.attr(&format!("dense<0.0> : {vt}"))?;
+                let mut v = self.emit1(b, "arith.constant", &[], vt, &[("value", zero)])?;
+                if matches!(self.target, Target::Cpu { .. }) && !crate::cpu::host_has_fast_gather() {
+                    // One load per lane at its extracted index: LLVM would scalarise a
+                    // gather here too, through a vector of 64-bit addresses.
+                    let et = self.ty(d);
+                    for l in 0..w {
+                        let pos = self.attr(&format!("array<i64: {l}>"))?;
+                        let i = self.emit1(b, "vector.extract", &[idx], self.ty(id), &[("static_position", pos)])?;
+                        let i = self.to_index(b, i)?;
+                        let x = self.emit1(b, "memref.load", &[m, i], et, &[])?;
+                        v = self.emit1(b, "vector.insert", &[x, v], vt, &[("static_position", pos)])?;
+                    }
+                    v
+                } else {
+                    let all = self.attr(&format!("dense<true> : {mt}"))?;
+                    let mask = self.emit1(b, "arith.constant", &[], mt, &[("value", all)])?;
+                    let c0 = self.cidx(b, 0)?;
+                    self.emit1(b, "vector.gather", &[m, c0, idx, mask, v], vt, &[])?
+                }
             }
+            VExpr::Cast(..) => return Err(MlirError::internal("vector cast of floats")),
             VExpr::Binary(op, x, y) => {
                 let (x, y) = (self.vvalue(b, x, vt, d, w)?, self.vvalue(b, y, vt, d, w)?);
                 let name = match op {

@@ -139,15 +139,17 @@ fn prepare_format<'a>(
 fn candidates(seed: u64) -> Vec<CpuTuning> {
     let d = CpuTuning::default();
     let mut out = vec![d];
-    for long_row in [16, d.long_row, i64::MAX] {
-        for row_sums in [2, d.row_sums, 8] {
-            for chunks in [8, d.chunks, 128] {
-                for scale in [4, 1, -4] {
-                    let grain = d.grain.map(|g| if scale > 0 { g * scale } else { (g / -scale).max(1) });
-                    for (prefetch_distance, prefetch_min_bytes) in [(d.prefetch_distance, d.prefetch_min_bytes), (d.prefetch_distance, 0), (128, 0), (d.prefetch_distance, i64::MAX)] {
-                        let t = CpuTuning { long_row, row_sums, chunks, grain, prefetch_distance, prefetch_min_bytes };
-                        if !out.contains(&t) {
-                            out.push(t);
+    for vector_row in [d.vector_row, 32, i64::MAX] {
+        for long_row in [16, d.long_row, i64::MAX] {
+            for row_sums in [2, d.row_sums, 8] {
+                for chunks in [8, d.chunks, 128] {
+                    for scale in [4, 1, -4] {
+                        let grain = d.grain.map(|g| if scale > 0 { g * scale } else { (g / -scale).max(1) });
+                        for (prefetch_distance, prefetch_min_bytes) in [(d.prefetch_distance, d.prefetch_min_bytes), (d.prefetch_distance, 0), (128, 0), (d.prefetch_distance, i64::MAX)] {
+                            let t = CpuTuning { vector_row, long_row, row_sums, chunks, grain, prefetch_distance, prefetch_min_bytes };
+                            if !out.contains(&t) {
+                                out.push(t);
+                            }
                         }
                     }
                 }
@@ -173,7 +175,7 @@ fn candidates(seed: u64) -> Vec<CpuTuning> {
 /// How many parameters differ from the default.
 fn changes(t: &CpuTuning) -> usize {
     let d = CpuTuning::default();
-    [t.long_row != d.long_row, t.row_sums != d.row_sums, t.chunks != d.chunks, t.grain != d.grain, t.prefetch_distance != d.prefetch_distance, t.prefetch_min_bytes != d.prefetch_min_bytes]
+    [t.vector_row != d.vector_row, t.long_row != d.long_row, t.row_sums != d.row_sums, t.chunks != d.chunks, t.grain != d.grain, t.prefetch_distance != d.prefetch_distance, t.prefetch_min_bytes != d.prefetch_min_bytes]
         .into_iter()
         .filter(|&c| c)
         .count()
@@ -184,6 +186,9 @@ fn describe(t: &CpuTuning) -> String {
     let d = CpuTuning::default();
     let mut parts = Vec::new();
     let big = |v: i64| if v == i64::MAX { "never".to_string() } else { v.to_string() };
+    if t.vector_row != d.vector_row {
+        parts.push(format!("vector_row {}", big(t.vector_row)));
+    }
     if t.long_row != d.long_row {
         parts.push(format!("long_row {}", big(t.long_row)));
     }

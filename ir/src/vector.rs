@@ -8,9 +8,15 @@
 //! - the stored values are float arithmetic (`+ - * /`, negation, `fma`) of those;
 //! - a stored buffer is read only at the element the same lane stores (no lane reads what
 //!   another lane writes, so running the lanes together keeps the serial order's result);
-//! - a guard that depends on `k` is `base + k < bound`. Where `base` and `bound` are
-//!   multiples of `w`, it holds for every lane exactly when `base < bound` holds, so the
-//!   vector form tests that once.
+//! - a guard that depends on `k` is `base + k < bound` (conjunctions of such guards and
+//!   lane-independent ones too). Where `base` and `bound` are multiples of `w`, it holds for
+//!   every lane exactly when `base < bound` holds, so the vector form tests that once;
+//!   elsewhere it holds on a prefix of the lanes, which the vector form runs under a mask
+//!   ([`VStmt::Masked`]): its loads, gathers and stores touch only the active lanes;
+//! - a float load whose index depends on `k` through another load (`X[J[base + k]]`,
+//!   an indirect index of unit-stride integer loads, lane-independent values, `+ - *` and
+//!   integer conversions) is a gather ([`VExpr::Gather`]); a buffer gathered from is never
+//!   stored in the loop.
 //!
 //! "Multiple of `w`" is proven from the expressions ([`multiple_of`]): literals, products
 //! with a multiple, sums of multiples, and scalar parameters, which become run-time
@@ -50,6 +56,17 @@ pub enum VStmt<'f> {
         /// Taken branch.
         then: Vec<VStmt<'f>>,
     },
+    /// Runs `then` on the lanes `l` where `first + l < bound`, a prefix of the lanes (none
+    /// where `first >= bound`, and then nothing in `then` runs, lane-independent reads
+    /// included).
+    Masked {
+        /// The guarded index at the first lane.
+        first: Expr,
+        /// The bound, the same for every lane.
+        bound: Expr,
+        /// What the active lanes run.
+        then: Vec<VStmt<'f>>,
+    },
     /// A store outside blocks.
     Store(VStore),
     /// A block (no `init`): its iterators are bound at the first lane, then its stores run.
@@ -70,6 +87,9 @@ pub struct Access {
     pub index: Expr,
     /// Whether the first lane's index is a multiple of the width (under [`Plan::assume`]).
     pub aligned: bool,
+    /// The first lane's index with block iterators replaced by their bindings and the loop
+    /// variable by its first value.
+    pub first: Expr,
 }
 
 /// A vector store.
@@ -88,8 +108,18 @@ pub enum VExpr {
     Splat(Expr),
     /// Consecutive elements.
     Load(Access),
-    /// `a op b` on floats (`+ - * /`).
+    /// The elements of a float buffer at lane-wise flat indices (`index`, an integer
+    /// lane-wise expression).
+    Gather {
+        /// The buffer.
+        buffer: BufferId,
+        /// The flat index of each lane.
+        index: Box<VExpr>,
+    },
+    /// `a op b` on floats (`+ - * /`), or on the integers of a gather's index (`+ - *`).
     Binary(BinOp, Box<VExpr>, Box<VExpr>),
+    /// An integer index converted to another integer type.
+    Cast(DType, Box<VExpr>),
     /// `-a` on floats.
     Neg(Box<VExpr>),
     /// `fma(a, b, c)`.
@@ -102,7 +132,16 @@ pub fn plan<'f>(func: &'f Func, f: &'f For) -> Option<Plan<'f>> {
     if f.kind != ForKind::Vectorized || !WIDTHS.contains(&width) {
         return None;
     }
-    let mut p = Planner { func, k: f.var, min: f.min.clone(), width, bind: HashMap::new(), assume: BTreeSet::new(), stored: Vec::new(), loads: Vec::new() };
+    let mut p = Planner {
+        func,
+        k: f.var,
+        min: f.min.clone(),
+        width,
+        bind: HashMap::new(),
+        assume: BTreeSet::new(),
+        stored: Vec::new(),
+        loads: Vec::new(),
+    };
     let body = p.stmts(&f.body)?;
     // A stored buffer (or one sharing its handle) is read only at the same lane's element.
     let group = |b: BufferId| match func.buffers.try_get(b).map(|x| &x.storage) {
@@ -193,8 +232,15 @@ impl<'f> Planner<'_> {
     fn stmt(&mut self, s: &'f Stmt) -> Option<VStmt<'f>> {
         match &s.kind {
             StmtKind::If { cond, then_body, else_body } if else_body.is_empty() => {
-                let cond = self.guard(cond)?;
-                Some(VStmt::If { cond, then: self.stmts(then_body)? })
+                let (uniform, masks) = self.guard(cond)?;
+                let mut then = self.stmts(then_body)?;
+                for (first, bound) in masks.into_iter().rev() {
+                    then = vec![VStmt::Masked { first, bound, then }];
+                }
+                Some(match uniform {
+                    Some(cond) => VStmt::If { cond, then },
+                    None => then.pop().filter(|_| then.is_empty())?,
+                })
             }
             StmtKind::Store { .. } => self.store(s).map(VStmt::Store),
             StmtKind::Block(b) if b.init.is_none() && b.attrs.is_empty() => {
@@ -270,26 +316,46 @@ impl<'f> Planner<'_> {
             }
             None => false,
         };
-        Some(Access { buffer, index: index.clone(), aligned })
+        Some(Access { buffer, index: index.clone(), aligned, first })
     }
 
-    /// A guard, rewritten to hold for all lanes or none.
-    fn guard(&mut self, cond: &Expr) -> Option<Expr> {
+    /// A guard as a condition for all lanes or none (conjoined; `None` when there is none)
+    /// and the masks `(first, bound)` of the lanes where it holds (see [`VStmt::Masked`]).
+    #[allow(clippy::type_complexity)]
+    fn guard(&mut self, cond: &Expr) -> Option<(Option<Expr>, Vec<(Expr, Expr)>)> {
         if has_atomic(cond) {
             return None;
         }
         self.note_loads(cond);
         if !self.depends(cond) {
-            return Some(cond.clone());
+            return Some((Some(cond.clone()), Vec::new()));
         }
         match cond {
-            Expr::Binary(BinOp::And, a, b) => Some(Expr::binary(BinOp::And, self.guard(a)?, self.guard(b)?)),
+            Expr::Binary(BinOp::And, a, b) => {
+                let (ua, mut ma) = self.guard(a)?;
+                let (ub, mb) = self.guard(b)?;
+                ma.extend(mb);
+                let uniform = match (ua, ub) {
+                    (Some(x), Some(y)) => Some(Expr::binary(BinOp::And, x, y)),
+                    (x, y) => x.or(y),
+                };
+                Some((uniform, ma))
+            }
             Expr::Binary(BinOp::Lt, lhs, bound) if !self.depends(bound) => {
                 let first = self.unit_stride(lhs)?;
-                let mut need = multiple_of(self.func, &first, self.width)?;
-                need.extend(multiple_of(self.func, bound, self.width)?);
-                self.assume.extend(need);
-                Some(Expr::binary(BinOp::Lt, first, (**bound).clone()))
+                let multiples = multiple_of(self.func, &first, self.width)
+                    .zip(multiple_of(self.func, bound, self.width))
+                    .map(|(mut a, b)| {
+                        a.extend(b);
+                        a
+                    });
+                match multiples {
+                    Some(need) => {
+                        self.assume.extend(need);
+                        Some((Some(Expr::binary(BinOp::Lt, first, (**bound).clone())), Vec::new()))
+                    }
+                    None => Some((None, vec![(first, (**bound).clone())])),
+                }
             }
             _ => None,
         }
@@ -308,11 +374,19 @@ impl<'f> Planner<'_> {
         }
         let mut sub = |x: &Expr| self.vexpr(x).map(Box::new);
         Some(match e {
-            Expr::Load(b, idx) => {
-                let at = self.access(*b, idx)?;
-                self.loads.push((*b, self.subst(&at.index)));
-                VExpr::Load(at)
-            }
+            Expr::Load(b, idx) => match self.access(*b, idx) {
+                Some(at) => {
+                    self.loads.push((*b, self.subst(&at.index)));
+                    VExpr::Load(at)
+                }
+                None => {
+                    let [i] = idx.as_slice() else { return None };
+                    let index = self.vindex(i)?;
+                    // Any lane may read any element: no store of the loop may write it.
+                    self.loads.push((*b, Expr::Bool(false)));
+                    VExpr::Gather { buffer: *b, index: Box::new(index) }
+                }
+            },
             Expr::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div), a, b) => {
                 let a = sub(a)?;
                 VExpr::Binary(*op, a, sub(b)?)
@@ -325,6 +399,52 @@ impl<'f> Planner<'_> {
                 }
                 _ => return None,
             },
+            _ => return None,
+        })
+    }
+}
+
+impl Planner<'_> {
+    /// A gather's lane-wise integer index: unit-stride integer loads, lane-independent
+    /// values, `+ - *` and integer conversions, with at least one load that depends on `k`.
+    fn vindex(&mut self, e: &Expr) -> Option<VExpr> {
+        if has_atomic(e) || !self.func.expr_dtype(e).is_int() {
+            return None;
+        }
+        self.note_loads(e);
+        let v = self.vint(e)?;
+        fn indirect(v: &VExpr) -> bool {
+            match v {
+                VExpr::Load(_) => true,
+                VExpr::Binary(_, a, b) => indirect(a) || indirect(b),
+                VExpr::Cast(_, a) => indirect(a),
+                _ => false,
+            }
+        }
+        indirect(&v).then_some(v)
+    }
+
+    fn vint(&mut self, e: &Expr) -> Option<VExpr> {
+        if !self.depends(e) {
+            return Some(VExpr::Splat(e.clone()));
+        }
+        if !self.func.expr_dtype(e).is_int() {
+            return None;
+        }
+        Some(match e {
+            Expr::Load(b, idx) => {
+                let [i] = idx.as_slice() else { return None };
+                let first = self.unit_stride(i)?;
+                let aligned = multiple_of(self.func, &first, self.width).is_some_and(|s| s.is_empty());
+                VExpr::Load(Access { buffer: *b, index: i.clone(), aligned, first })
+            }
+            Expr::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+                let a = self.vint(a)?;
+                VExpr::Binary(*op, Box::new(a), Box::new(self.vint(b)?))
+            }
+            Expr::Cast(d, a) if d.is_int() && self.func.expr_dtype(a).is_int() => {
+                VExpr::Cast(*d, Box::new(self.vint(a)?))
+            }
             _ => return None,
         })
     }

@@ -8,9 +8,11 @@
 //! * [`cpu`]: independent outermost loops become `parallel`; an accumulation of one element
 //!   per row or per nonzero is kept in a register over it (SpMV's `y[i]`, SDDMM's `C[i, j]`),
 //!   and a feature reduction into it sums in one 512-bit vector of partial sums
-//!   ([`cpu_registers`]), and a row of at least [`CPU_LONG_ROW`] nonzeros whose work per
-//!   nonzero is scalar in [`CPU_ROW_SUMS`] partial sums (`specialize`,
-//!   [`long_row_partial_sums`]); a row nest runs as chunks of rows balanced by nonzeros
+//!   ([`cpu_registers`]), and a row of at least [`CPU_VECTOR_ROW`] nonzeros whose work per
+//!   nonzero is scalar in one vector of [`CPU_ROW_VECTOR_BYTES`] of partial sums, the
+//!   nonzeros' operands read as vectors and gathers under a mask (`specialize`,
+//!   [`long_row_partial_sums`]), or where that has no vector form a row of at least
+//!   [`CPU_LONG_ROW`] in [`CPU_ROW_SUMS`] scalar partial sums; a row nest runs as chunks of rows balanced by nonzeros
 //!   (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches what its nonzero loops gather
 //!   where the gathered array is large ([`CPU_PREFETCH_DISTANCE`]); an innermost loop that
 //!   drives only spatial iterators becomes `vectorized`.
@@ -52,11 +54,14 @@ use sparsec_ir::{Expr, IterKind, Stage, ThreadTag};
 type Result<T> = std::result::Result<T, ScheduleError>;
 
 /// The CPU default's parameters ([`cpu_tuned`]). `Default` gives the measured choices
-/// ([`CPU_LONG_ROW`], [`CPU_ROW_SUMS`], [`CPU_PREFETCH_DISTANCE`], [`CPU_PREFETCH_MIN_BYTES`]);
-/// the fuzzer also runs `long_row: 1, prefetch_min_bytes: 0`, which takes every path on small
-/// inputs.
+/// ([`CPU_VECTOR_ROW`], [`CPU_LONG_ROW`], [`CPU_ROW_SUMS`], [`CPU_PREFETCH_DISTANCE`],
+/// [`CPU_PREFETCH_MIN_BYTES`]); the fuzzer also runs `vector_row: 1, long_row: 1,
+/// prefetch_min_bytes: 0`, which takes every path on small inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuTuning {
+    /// Rows of at least this many nonzeros sum in a vector of partial sums where a nonzero's
+    /// work is scalar.
+    pub vector_row: i64,
     /// Rows of at least this many nonzeros sum in partial sums where a nonzero's work is scalar.
     pub long_row: i64,
     /// How many partial sums such a row has.
@@ -74,6 +79,7 @@ pub struct CpuTuning {
 impl Default for CpuTuning {
     fn default() -> Self {
         CpuTuning {
+            vector_row: CPU_VECTOR_ROW,
             long_row: CPU_LONG_ROW,
             row_sums: CPU_ROW_SUMS,
             prefetch_distance: CPU_PREFETCH_DISTANCE,
@@ -97,11 +103,14 @@ pub fn cpu_tuned(sch: &mut Schedule, t: &CpuTuning) -> Result<()> {
             let block = sch.get_block(&nest.block)?;
             let outer = sch.get_loops(block)?[0];
             sch.parallel(outer)?;
-            cpu_registers(sch, &nest.block, t)?;
-            // Loops between the row loop and its block repeat each nonzero's work.
+            // Loops between the row loop and its block repeat each nonzero's work. The rows'
+            // weights are read before `cpu_registers`, whose partial sums add loops over a
+            // row's nonzeros but no work per nonzero.
             let between = sch.get_loops(block)?.len() > 1;
             let row = sch.loop_var(outer)?;
-            if let Some((weights, heavy)) = row_weights(sch.func(), &nest.block, row, between) {
+            let weights = row_weights(sch.func(), &nest.block, row, between);
+            cpu_registers(sch, &nest.block, t)?;
+            if let Some((weights, heavy)) = weights {
                 let grain = t.grain[usize::from(heavy)];
                 // Loops the primitive refuses keep one task per block of rows.
                 let mut trial = sch.clone();
@@ -286,9 +295,17 @@ fn cpu_registers(sch: &mut Schedule, outer: &str, t: &CpuTuning) -> Result<()> {
         let Some(bytes) = dtype.map(|d| d.size_bytes() as i64).filter(|b| *b > 0) else { continue };
         if cached {
             partial_sums_where_they_lower(sch, &name, CPU_VECTOR_BYTES / bytes);
-            let mut trial = sch.clone();
-            if long_row_partial_sums(&mut trial, &name, t).is_ok() && lowers(trial.func()) {
-                *sch = trial;
+            // Rows in a vector of partial sums where it has a vector form, else in scalar ones.
+            let vector = (t.vector_row, CPU_ROW_VECTOR_BYTES / bytes, true);
+            for (least, sums, vector) in [vector, (t.long_row, t.row_sums, false)] {
+                let mut trial = sch.clone();
+                let kept = long_row_partial_sums(&mut trial, &name, least, sums, vector).is_ok()
+                    && lowers(trial.func())
+                    && (!vector || unvectorized(trial.func()) <= unvectorized(sch.func()));
+                if kept {
+                    *sch = trial;
+                    break;
+                }
             }
         }
     }
@@ -503,8 +520,22 @@ fn partial_sums(sch: &mut Schedule, name: &str, width: i64, vector: bool) -> Res
     sch.unroll(total)
 }
 
+/// Rows of at least this many nonzeros are summed in a vector of partial sums where a
+/// nonzero's work is scalar (SpMV, [`long_row_partial_sums`]): one vector of
+/// [`CPU_ROW_VECTOR_BYTES`] per row, its lanes' operands read as vectors and gathers, the
+/// last lanes under a mask. On the development machine (AMD EPYC, AVX2, one thread,
+/// `scripts/bench-cpu`) rows from 8 took 0.86× the time of scalar sums on bcsstk13, 0.84× on
+/// dnn-n1024-l1, 0.5–0.9× on ca-CondMat (noisy), 0.9–0.95× on cora, citeseer and cryg2500, but
+/// 1.2× on dwt_992, whose rows of 8–24 alternate between the copies; from 16 no better, from
+/// 4 1.7× on cryg2500 (rows of 4–5) and from 1 2× on citeseer.
+pub const CPU_VECTOR_ROW: i64 = 8;
+
+/// Bytes of a row's vector of partial sums ([`CPU_VECTOR_ROW`]): 8 `f32` lanes, one AVX2
+/// register (16 lanes lost to 8 on rows of 3–5 nonzeros with AVX-512).
+pub const CPU_ROW_VECTOR_BYTES: i64 = 32;
+
 /// Rows of at least this many nonzeros are summed in [`CPU_ROW_SUMS`] partial sums where a
-/// nonzero's work is scalar (SpMV, [`long_row_partial_sums`]). On the development machine
+/// nonzero's work is scalar and the vector sums have no vector form ([`long_row_partial_sums`]). On the development machine
 /// (one thread) rows averaging 42 nonzeros (bcsstk13) took 0.84× the time of one sum, and
 /// rows of 32 (dnn-n1024-l1) 1.13× when the copy ran from 16: there the one chain of
 /// multiply-adds is not what limits.
@@ -516,9 +547,9 @@ pub const CPU_ROW_SUMS: i64 = 4;
 
 /// Where the innermost loop of block `name` walks a row's nonzeros (its extent reads a
 /// buffer) with nothing but the block inside: a copy of the loop for rows of at least
-/// [`CPU_LONG_ROW`] (`specialize`) sums in [`CPU_ROW_SUMS`] partial sums; shorter rows keep
-/// one sum in order, which costs them less.
-fn long_row_partial_sums(sch: &mut Schedule, name: &str, t: &CpuTuning) -> Result<()> {
+/// `least` nonzeros (`specialize`) sums in `sums` partial sums, vectorized or unrolled
+/// ([`partial_sums`]); shorter rows keep one sum in order, which costs them less.
+fn long_row_partial_sums(sch: &mut Schedule, name: &str, least: i64, sums: i64, vector: bool) -> Result<()> {
     let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto", block: name.into() };
     let b = sch.get_block(name)?;
     let j = *sch.get_loops(b)?.last().ok_or_else(refuse)?;
@@ -528,13 +559,36 @@ fn long_row_partial_sums(sch: &mut Schedule, name: &str, t: &CpuTuning) -> Resul
     if !reads_buffer(&l.extent) || !only_block {
         return Err(refuse());
     }
-    let [long, _] = sch.specialize(j, t.long_row)?;
+    let [long, _] = sch.specialize(j, least)?;
     let (path, _) = sch.loop_path(sch.func(), long.0)?;
     let copy = match tree::get(&sch.func().body, &path) {
         Some(Stmt { kind: StmtKind::For(l), .. }) => first_blocks(&l.body).first().map(|b| b.name.clone()),
         _ => None,
     };
-    partial_sums(sch, &copy.ok_or_else(refuse)?, t.row_sums, false)
+    partial_sums(sch, &copy.ok_or_else(refuse)?, sums, vector)
+}
+
+/// How many `vectorized` loops of `f` (lowered to Stage III) have no vector form
+/// (`sparsec_ir::vector::plan`) and run one lane after another.
+fn unvectorized(f: &Func) -> usize {
+    let lowered;
+    let g = match f.stage {
+        Stage::II => match sparsec_passes::lower_sparse_buffer(f) {
+            Ok(g) => {
+                lowered = g;
+                &lowered
+            }
+            Err(_) => return usize::MAX,
+        },
+        _ => f,
+    };
+    let mut n = 0;
+    walk_stmts(&g.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            n += usize::from(l.kind == sparsec_ir::ForKind::Vectorized && sparsec_ir::vector::plan(g, l).is_none());
+        }
+    });
+    n
 }
 
 /// Applies `cache` (a `cache_read` or `cache_write` to local scope) and keeps it only when it

@@ -282,22 +282,39 @@ fn default_sddmm_partial_sums_match_the_interpreter_at_every_width() {
 
 #[test]
 fn default_spmv_accumulates_in_a_register_and_matches_the_interpreter() {
+    use sparsec_schedule::auto::{cpu_schedule_tuned, CpuTuning, CPU_VECTOR_ROW};
     let f = sparsec_schedule::auto::cpu_schedule(&spmv()).unwrap();
     // `y[i]` is one local element over the row, not a load and a store per nonzero.
     let printed = sparsec_ir::text::print_func(&f);
     assert!(printed.contains("Y_local = alloc_buffer([1], f32, local)"), "{printed}");
-    // Rows of at least `CPU_LONG_ROW` nonzeros in `CPU_ROW_SUMS` partial sums, in a copy of
-    // the row's loop (the shared matrices' longest rows and the generated full row take it).
-    let long = format!(">= {} {{", sparsec_schedule::auto::CPU_LONG_ROW);
-    assert!(printed.contains(&long) && printed.contains("Y_local_rf"), "{printed}");
+    // Rows of at least `CPU_VECTOR_ROW` nonzeros in a vector of 8 partial sums, in a copy of
+    // the row's loop: `A` and the column indices read as vectors, `x` gathered through them,
+    // the last lanes of a row under a mask.
+    let long = format!(">= {CPU_VECTOR_ROW} {{");
+    assert!(printed.contains(&long) && printed.contains("Y_local_rf") && printed.contains("vectorized(8)"), "{printed}");
+    let text = sparsec_backend_mlir::emit_cpu_mlir(&f, &CpuOptions::default()).unwrap();
+    // The gather is `vector.gather` where the host has fast hardware gathers, else a load
+    // per lane.
+    let gather = if sparsec_backend_mlir::host_has_fast_gather() { "vector.gather" } else { "vector.insert" };
+    for op in [gather, "vector.create_mask", "vector.maskedload"] {
+        assert!(text.contains(op), "no {op}:\n{text}");
+    }
+    // Every row in the vector sums (every row's last lanes masked), and the scalar partial
+    // sums where vectors are off.
+    let every = cpu_schedule_tuned(&spmv(), &CpuTuning { vector_row: 1, ..CpuTuning::default() }).unwrap();
+    let scalar = cpu_schedule_tuned(&spmv(), &CpuTuning { vector_row: i64::MAX, long_row: 1, ..CpuTuning::default() }).unwrap();
+    assert!(!sparsec_ir::text::print_func(&scalar).contains("vectorized(8)"));
     let reference = sparsec_passes::PassManager::lowering_to(sparsec_ir::Stage::III).run(&spmv()).unwrap();
-    let threaded = CpuKernel::compile(&f, &CpuOptions::default()).unwrap();
-    let serial = CpuKernel::compile(&f, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap();
+    let mut kernels = Vec::new();
+    for (what, g) in [("default", &f), ("every row vector", &every), ("scalar sums", &scalar)] {
+        kernels.push((format!("{what}, threads"), CpuKernel::compile(g, &CpuOptions::default()).unwrap()));
+        kernels.push((format!("{what}, serial"), CpuKernel::compile(g, &CpuOptions { parallel: false, ..CpuOptions::default() }).unwrap()));
+    }
     let mut rng = kit::Rng::new(12);
     for (mname, m) in width_matrices() {
         let a = kit::workloads::spmv_args(&m, rng.vec(m.cols), f32::NAN);
         let want = kit::output_f32(&sparsec_interp::run(&reference, &a).unwrap(), "y");
-        for (what, k) in [("threads", &threaded), ("serial", &serial)] {
+        for (what, k) in &kernels {
             let mut out = a.clone();
             k.run(&mut out).unwrap();
             kit::assert_close(&format!("spmv ({what}) on {mname}"), &kit::output_f32(&out, "y"), &want, 1e-5);

@@ -93,9 +93,10 @@ pub(super) fn runner() -> Runner<'static> {
     r.staged_backends.push((
         "mlir-cpu (auto cpu, every path)".into(),
         Box::new(|f1, _, a| {
-            // Long-row partial sums from one nonzero and prefetching from any size: the
-            // paths the default takes only on large inputs, on the fuzzer's small ones.
-            let t = sparsec_schedule::auto::CpuTuning { long_row: 1, prefetch_min_bytes: 0, ..Default::default() };
+            // Row partial sums (vector, under masks, and scalar) from one nonzero and
+            // prefetching from any size: the paths the default takes only on large inputs,
+            // on the fuzzer's small ones.
+            let t = sparsec_schedule::auto::CpuTuning { vector_row: 1, long_row: 1, prefetch_min_bytes: 0, ..Default::default() };
             let f = sparsec_schedule::auto::cpu_schedule_tuned(f1, &t).map_err(|e| format!("cpu schedule: {e}"))?;
             jit_planned(f1, &f, &Plan::Auto(AutoSchedule::CpuTuned(t)), a, &CpuOptions::default())
         }),

@@ -44,8 +44,10 @@ impl Schedule {
     /// consecutive iterations: iteration `i` weighs `W[i + 1] - W[i]`, where `W` is the
     /// one-dimensional integer buffer `weights` (a row pointer: rows weigh their nonzeros).
     /// A serial loop first finds the chunk boundaries by binary search in `W`, so that each
-    /// chunk holds about `total / chunks` weight, with `chunks = clamp(total // grain, 1,
-    /// parts)` (a light loop runs as one chunk, on the calling thread); then a parallel loop
+    /// chunk holds about `total / chunks` weight, where `chunks` is the largest power of two
+    /// `c <= parts` with `c * grain <= total`, or 1 (a light loop runs as one chunk, on the
+    /// calling thread; a power of two, so that a static schedule gives each of a team of `2^k`
+    /// threads as many chunks); then a parallel loop
     /// over the chunks runs each chunk's iterations serially, with the loop's own variable.
     /// Each boundary is clamped between the one before it and `s + E`, the first is `s` and
     /// the last `s + E`, whatever `W` holds: the chunks are disjoint and cover the loop's
@@ -101,10 +103,16 @@ impl Schedule {
         let one = |b| Expr::Load(b, vec![Expr::i32(0)]);
         let st = |b, i: Expr, v: Expr| Stmt::new(StmtKind::Store { buffer: b, indices: vec![i], value: v });
         let first = at_w(start.clone());
-        // total = W[s + E] - W[s]; chunks = clamp(total // grain, 1, parts)
+        // total = W[s + E] - W[s]; chunks = the largest power of two c <= parts with
+        // c * grain <= total, else 1.
         let total_v = bin(BinOp::Sub, at_w(end.clone()), first.clone());
-        let per = bin(BinOp::FloorDiv, Expr::Var(total), int(grain, DType::I64));
-        let chunks_v = bin(BinOp::Min, int(parts, DType::I64), bin(BinOp::Max, int(1, DType::I64), per));
+        let mut chunks_v = int(1, DType::I64);
+        let mut c2 = 2i64;
+        while c2 <= parts && c2.checked_mul(grain).is_some() {
+            let enough = bin(BinOp::Ge, Expr::Var(total), int(c2 * grain, DType::I64));
+            chunks_v = Expr::Select(Box::new(enough), Box::new(int(c2, DType::I64)), Box::new(chunks_v));
+            c2 *= 2;
+        }
         let chunks_v = if d == DType::I64 { chunks_v } else { Expr::Cast(d, Box::new(chunks_v)) };
         // Boundary c + 1: the first r in [0, E] with W[s + r] - W[s] >= (c + 1) * total // chunks.
         let target = bin(
