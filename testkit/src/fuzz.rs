@@ -1784,7 +1784,7 @@ const F32_OVERFLOW: f64 = 340282356779733661637539395458142568448.0;
 /// Other arrays compare as usual.
 fn within_reassociation(want: &Args, shadow: &Args, names: &[(String, String, String)], got: &Args, rtol: f32, inexact_ints: bool) -> bool {
     let gamma = |n: f64, u: f64| if n * u < 0.5 { n * u / (1.0 - n * u) } else { f64::INFINITY };
-    let overflows = names.iter().any(|(name, ..)| matches!(shadow.arrays.get(&peak_name(name)), Some(Array::F64(p)) if p.iter().any(|x| !(*x < F32_OVERFLOW))));
+    let overflows = names.iter().any(|(name, ..)| matches!(shadow.arrays.get(&peak_name(name)), Some(Array::F64(p)) if p.iter().any(|x| x.is_nan() || *x >= F32_OVERFLOW)));
     if inexact_ints && overflows {
         return true;
     }
