@@ -1513,7 +1513,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                             let some = t.cmpi(blk, 2, f, n)?;
                             let r = t.region(&[], |t, blk, _| {
                                 let count = t.emit1(blk, "arith.subi", &[n, f], it, &[])?;
-                                let mt = Type::parse(t.ctx, &format!("vector<{w}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
+                                let mt = t.mask_type(w)?;
                                 let mut mask = t.emit1(blk, "vector.create_mask", &[count], mt, &[])?;
                                 if let Some(outer) = t.vmask {
                                     mask = t.emit1(blk, "arith.andi", &[outer, mask], mt, &[])?;
@@ -1547,7 +1547,7 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     fn vstore(&mut self, b: &Block<'c>, st: &VStore, w: i64) -> Result<()> {
         let d = self.buf_dtype(st.at.buffer)?;
-        let vt = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(d))).ok_or_else(|| MlirError::internal("vector type"))?;
+        let vt = self.vector_type(w, d)?;
         let mut v = self.vvalue(b, &st.value, vt, d, w)?;
         let (m, at, attrs) = self.vaccess(b, &st.at, d, w)?;
         match self.vmask {
@@ -1572,6 +1572,16 @@ impl<'c, 'f> Tr<'c, 'f> {
         matches!((n.literal_value(), a.first.literal_value()), (Some(n), Some(c)) if c >= 0 && c + w <= n)
     }
 
+    /// `vector<w x d>`.
+    fn vector_type(&self, w: impl std::fmt::Display, d: DType) -> Result<Type<'c>> {
+        Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(d))).ok_or_else(|| MlirError::internal("vector type"))
+    }
+
+    /// `vector<w x i1>`, a mask of `w` lanes.
+    fn mask_type(&self, w: impl std::fmt::Display) -> Result<Type<'c>> {
+        self.vector_type(w, DType::Bool)
+    }
+
     /// A vector load of `w` lanes at `a`: under a mask only the active lanes are read
     /// (the others are zero) unless the whole vector lies in a local array.
     fn vload_at(&mut self, b: &Block<'c>, a: &Access, vt: Type<'c>, d: DType, w: i64) -> Result<Val<'c>> {
@@ -1588,7 +1598,7 @@ impl<'c, 'f> Tr<'c, 'f> {
 
     /// The lanes of a gather's integer index (`VExpr::Gather`) and their type.
     fn vint(&mut self, b: &Block<'c>, e: &VExpr, w: i64) -> Result<(Val<'c>, DType)> {
-        let vty = |t: &Self, d: DType| Type::parse(t.ctx, &format!("vector<{w}x{}>", t.ty(d))).ok_or_else(|| MlirError::internal("vector type"));
+        let vty = |t: &Self, d: DType| t.vector_type(w, d);
         Ok(match e {
             VExpr::Splat(x) => {
                 let d = self.func.expr_dtype(x);
@@ -1624,7 +1634,7 @@ impl<'c, 'f> Tr<'c, 'f> {
         if width(from) == width(to) {
             return Ok(v);
         }
-        let t = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(to))).ok_or_else(|| MlirError::internal("vector type"))?;
+        let t = self.vector_type(w, to)?;
         self.emit1(b, if width(to) > width(from) { "arith.extsi" } else { "arith.trunci" }, &[v], t, &[])
     }
 
@@ -1653,8 +1663,7 @@ impl<'c, 'f> Tr<'c, 'f> {
             VExpr::Gather { buffer, index } => {
                 let (mut idx, id) = self.vint(b, index, w)?;
                 let m = self.buf_val(*buffer)?;
-                let mt = Type::parse(self.ctx, &format!("vector<{w}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
-                let it = Type::parse(self.ctx, &format!("vector<{w}x{}>", self.ty(id))).ok_or_else(|| MlirError::internal("vector type"))?;
+                let (mt, it) = (self.mask_type(w)?, self.vector_type(w, id)?);
                 if let Some(mk) = self.vmask {
                     // Inactive lanes read element 0 instead: an active lane's element is in
                     // bounds, so the array has one, and an unmasked gather has no branches.
@@ -1749,7 +1758,7 @@ impl<'c, 'f> Tr<'c, 'f> {
         let left = self.cmpi(b, 2, start, kub)?;
         let region = self.region(&[], |t, blk, _| {
             let count = t.emit1(blk, "arith.subi", &[kub, start], it, &[])?;
-            let mt = Type::parse(t.ctx, &format!("vector<{vl}xi1>")).ok_or_else(|| MlirError::internal("mask type"))?;
+            let mt = t.mask_type(vl)?;
             let mask = t.emit1(blk, "vector.create_mask", &[count], mt, &[])?;
             t.tile(blk, f, p, jd, [lb, ub], start, vl, 1, Some(mask), init)?;
             t.yield_(blk, &[])
@@ -1764,8 +1773,7 @@ impl<'c, 'f> Tr<'c, 'f> {
     fn tile(&mut self, b: &Block<'c>, f: &'f For, p: &Plan<'f>, jd: DType, [lb, ub]: [Val<'c>; 2], k0: Val<'c>, w: usize, u: usize, mask: Option<Val<'c>>, init: Option<&'f Expr>) -> Result<()> {
         let it = self.index();
         let vt = if w > 1 {
-            let e = if p.dtype == DType::F64 { "f64" } else { "f32" };
-            Type::parse(self.ctx, &format!("vector<{w}x{e}>")).ok_or_else(|| MlirError::internal("vector type"))?
+            self.vector_type(w, if p.dtype == DType::F64 { DType::F64 } else { DType::F32 })?
         } else {
             self.ty(p.dtype)
         };

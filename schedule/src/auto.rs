@@ -12,8 +12,8 @@
 //!   nonzero is scalar in one vector of [`CPU_ROW_VECTOR_BYTES`] of partial sums, the
 //!   nonzeros' operands read as vectors and gathers under a mask (`specialize`,
 //!   [`long_row_partial_sums`]), or where that has no vector form a row of at least
-//!   [`CPU_LONG_ROW`] in [`CPU_ROW_SUMS`] scalar partial sums; a row nest runs as chunks of rows balanced by nonzeros
-//!   (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches what its nonzero loops gather
+//!   [`CPU_LONG_ROW`] in [`CPU_ROW_SUMS`] scalar partial sums; a row nest runs as chunks of
+//!   rows balanced by nonzeros (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches what its nonzero loops gather
 //!   where the gathered array is large ([`CPU_PREFETCH_DISTANCE`]); an innermost loop that
 //!   drives only spatial iterators becomes `vectorized`.
 //! * [`cpu_sparse`] (Stage I, before [`cpu`]): a sparse iteration that writes rows of its
@@ -296,12 +296,12 @@ fn cpu_registers(sch: &mut Schedule, outer: &str, t: &CpuTuning) -> Result<()> {
         if cached {
             partial_sums_where_they_lower(sch, &name, CPU_VECTOR_BYTES / bytes);
             // Rows in a vector of partial sums where it has a vector form, else in scalar ones.
+            let before = stage3(sch.func()).map_or(usize::MAX, |g| unvectorized(&g));
             let vector = (t.vector_row, CPU_ROW_VECTOR_BYTES / bytes, true);
             for (least, sums, vector) in [vector, (t.long_row, t.row_sums, false)] {
                 let mut trial = sch.clone();
                 let kept = long_row_partial_sums(&mut trial, &name, least, sums, vector).is_ok()
-                    && lowers(trial.func())
-                    && (!vector || unvectorized(trial.func()) <= unvectorized(sch.func()));
+                    && stage3(trial.func()).is_some_and(|g| !vector || unvectorized(&g) <= before);
                 if kept {
                     *sch = trial;
                     break;
@@ -468,10 +468,16 @@ fn accumulations(f: &Func, outer: &str) -> Vec<(String, Vec<String>)> {
 
 /// Whether `f` (Stage II or III) lowers to a verified Stage III.
 fn lowers(f: &Func) -> bool {
-    match f.stage {
-        Stage::II => sparsec_passes::lower_sparse_buffer(f).is_ok_and(|g| sparsec_ir::verify::verify_func(&g).is_ok()),
-        _ => sparsec_ir::verify::verify_func(f).is_ok(),
-    }
+    stage3(f).is_some()
+}
+
+/// `f` (Stage II or III) as a verified Stage III function, if it lowers to one.
+fn stage3(f: &Func) -> Option<std::borrow::Cow<'_, Func>> {
+    let g = match f.stage {
+        Stage::II => std::borrow::Cow::Owned(sparsec_passes::lower_sparse_buffer(f).ok()?),
+        _ => std::borrow::Cow::Borrowed(f),
+    };
+    sparsec_ir::verify::verify_func(&g).is_ok().then_some(g)
 }
 
 /// Sums a register-cached reduction over features (sddmm's `C[i, j]` over `k`) in
@@ -535,8 +541,8 @@ pub const CPU_VECTOR_ROW: i64 = 8;
 pub const CPU_ROW_VECTOR_BYTES: i64 = 32;
 
 /// Rows of at least this many nonzeros are summed in [`CPU_ROW_SUMS`] partial sums where a
-/// nonzero's work is scalar and the vector sums have no vector form ([`long_row_partial_sums`]). On the development machine
-/// (one thread) rows averaging 42 nonzeros (bcsstk13) took 0.84× the time of one sum, and
+/// nonzero's work is scalar and the vector sums have no vector form
+/// ([`long_row_partial_sums`]). On the development machine (one thread) rows averaging 42 nonzeros (bcsstk13) took 0.84× the time of one sum, and
 /// rows of 32 (dnn-n1024-l1) 1.13× when the copy ran from 16: there the one chain of
 /// multiply-adds is not what limits.
 pub const CPU_LONG_ROW: i64 = 40;
@@ -568,20 +574,9 @@ fn long_row_partial_sums(sch: &mut Schedule, name: &str, least: i64, sums: i64, 
     partial_sums(sch, &copy.ok_or_else(refuse)?, sums, vector)
 }
 
-/// How many `vectorized` loops of `f` (lowered to Stage III) have no vector form
+/// How many `vectorized` loops of the Stage III function `g` have no vector form
 /// (`sparsec_ir::vector::plan`) and run one lane after another.
-fn unvectorized(f: &Func) -> usize {
-    let lowered;
-    let g = match f.stage {
-        Stage::II => match sparsec_passes::lower_sparse_buffer(f) {
-            Ok(g) => {
-                lowered = g;
-                &lowered
-            }
-            Err(_) => return usize::MAX,
-        },
-        _ => f,
-    };
+fn unvectorized(g: &Func) -> usize {
     let mut n = 0;
     walk_stmts(&g.body, &mut |s| {
         if let StmtKind::For(l) = &s.kind {
