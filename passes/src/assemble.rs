@@ -222,12 +222,20 @@ pub fn symbolic_phases(f: &Func) -> Result<Vec<Phase>, PassError> {
     Ok(out)
 }
 
+/// Rows of a product's pattern up to this long are sorted by a Shell sort, longer ones by a
+/// heap sort (`O(k log k)` whatever the row): on rows of up to a few thousand the Shell
+/// sort's cheap, predictable steps beat the heap's dependent ones.
+const SHELL_ROW: i64 = 4096;
+
+/// Ciura's gap sequence for the Shell sort, ascending (a gap of 1 finishes every sort).
+const SHELL_GAPS: [i64; 9] = [1, 4, 10, 23, 57, 132, 301, 701, 1750];
+
 /// The two Stage-III programs of product axis `a` (`pattern = product(JA, KB)`), Gustavson's
 /// symbolic SpGEMM, one row after another with a workspace of the row length `p` (a mark
 /// per coordinate holding the last row that saw it, so nothing is cleared between rows):
 /// the first counts the distinct coordinates of each row into `indptr[r + 1]`; the second
-/// writes them from `indptr[r]` on and sorts each row (a heap sort: `O(k log k)` for a row
-/// of `k`, in place).
+/// writes them from `indptr[r]` on and sorts each row in place (a Shell sort for rows of at
+/// most `SHELL_ROW`, else a heap sort: `O(k log k)` for a row of `k`).
 fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
     let ax = &f.axes[a];
     let bad = |what: &str| PassError::Internal(format!("product axis `{}`: {what}", ax.name));
@@ -315,12 +323,25 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             two = lit(2),
         )
     };
+    // Shell sort of a row of at most `SHELL_ROW` (Ciura's gaps, each pass an insertion sort of
+    // the elements `gap` apart); the probe `max(h - gap, 0)` stays in the row whether or not
+    // `&&` short-circuits.
+    let mut shell = format!("      buffer sym_gaps = alloc_buffer([{}], {t}, local)\n", SHELL_GAPS.len());
+    for (g, gap) in SHELL_GAPS.iter().rev().enumerate() {
+        shell.push_str(&format!("      sym_gaps[{g}] = {}\n", lit(*gap)));
+    }
+    shell.push_str(&format!(
+        "      for g in serial({}) {{\n        let gap = sym_gaps[g]\n        for x in serial(len - gap) {{\n          let key = sym_ci[base + x + gap]\n          buffer sym_h = alloc_buffer([1], {t}, local)\n          sym_h[0] = x + gap\n          while sym_h[0] >= gap && sym_ci[base + max(sym_h[0] - gap, {zero})] > key {{\n            sym_ci[base + sym_h[0]] = sym_ci[base + sym_h[0] - gap]\n            sym_h[0] = sym_h[0] - gap\n          }}\n          sym_ci[base + sym_h[0]] = key\n        }}\n      }}\n",
+        SHELL_GAPS.len(),
+        zero = lit(0),
+    ));
     let fill = format!(
-        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n    for s in serial(len / {two}) {{\n{}    }}\n    for x in serial(len - {one}) {{\n      let last = len - {one} - x\n      let first = sym_ci[base]\n      sym_ci[base] = sym_ci[base + last]\n      sym_ci[base + last] = first\n{}    }}\n  }}\n}}\n",
+        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n    if len <= {short} {{\n{shell}    }} else {{\n    for s in serial(len / {two}) {{\n{}    }}\n    for x in serial(len - {one}) {{\n      let last = len - {one} - x\n      let first = sym_ci[base]\n      sym_ci[base] = sym_ci[base + last]\n      sym_ci[base + last] = first\n{}    }}\n    }}\n  }}\n}}\n",
         head(true),
         walk(&format!("{seen}          sym_ci[base + sym_len[0]] = k\n          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
         sift(&format!("len / {} - {} - s", lit(2), lit(1)), "len", "1"),
         sift(&lit(0), "last", "2"),
+        short = lit(SHELL_ROW),
         one = lit(1),
         two = lit(2),
     );

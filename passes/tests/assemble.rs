@@ -101,3 +101,57 @@ fn symbolic_phases_of_spgemm() {
     assert_eq!(phases.iter().map(|p| p.counts).collect::<Vec<_>>(), [true, false]);
     insta::assert_snapshot!(phases.iter().map(|p| print_func(&p.func)).collect::<Vec<_>>().join("\n"));
 }
+
+/// Rows of SpGEMM's pattern of every length around the sorts' thresholds (insertion passes
+/// alone, Shell sort, heap sort past 4,096) come out of the symbolic phase sorted and
+/// duplicate-free: B's row `j` holds columns `perm[j]` and `perm[j + 1]`, so each row of C is
+/// written in a scrambled order with repeats.
+#[test]
+fn spgemm_symbolic_phase_sorts_rows_of_every_length() {
+    let f = program(SPGEMM);
+    let kc = f.axis_by_name("KC").unwrap();
+    let phases = sparsec_passes::assemble::symbolic_phases(&f).unwrap();
+    let lens = [0usize, 1, 2, 3, 4, 5, 31, 32, 33, 400, 1751, 4095, 4096, 4097, 6000];
+    let p = 6100;
+    let mut rng = sparsec_formats::gen::SplitMix64::new(41);
+    let mut perm: Vec<usize> = (0..p).collect();
+    for k in (1..p).rev() {
+        perm.swap(k, rng.below(k as u64 + 1) as usize);
+    }
+    let mut b = vec![Vec::new(); p];
+    for (j, row) in b.iter_mut().enumerate() {
+        let (x, y) = (perm[j], perm[(j + 1) % p]);
+        row.extend([x.min(y), x.max(y)]);
+    }
+    // Row r of A picks B's rows 0..len: C's row holds len + 1 columns (len > 0).
+    let a: Vec<Vec<usize>> = lens.iter().map(|&l| (0..l).collect()).collect();
+    let csr = |rows: &[Vec<usize>]| {
+        let mut ptr = vec![0i32];
+        let idx: Vec<i32> = rows.iter().flat_map(|r| r.iter().map(|&c| c as i32)).collect();
+        for r in rows {
+            ptr.push(ptr.last().unwrap() + r.len() as i32);
+        }
+        (ptr, idx)
+    };
+    let ((ap, ai), (bp, bi)) = (csr(&a), csr(&b));
+    let mut x = Args::new();
+    x.array("a", Array::F32(vec![1.0; ai.len()])).array("b", Array::F32(vec![1.0; bi.len()]));
+    x.int("m", a.len() as i64).int("n", p as i64).int("p", p as i64).int("nnz_a", ai.len() as i64).int("nnz_b", bi.len() as i64);
+    x.array("a_indptr", Array::I32(ap)).array("a_indices", Array::I32(ai));
+    x.array("b_indptr", Array::I32(bp)).array("b_indices", Array::I32(bi));
+    let (ptr, coords) = sparsec_ir::args::assemble(&f, kc, &x).unwrap();
+    let want: Vec<usize> = lens.iter().map(|&l| if l == 0 { 0 } else { l + 1 }).collect();
+    assert_eq!(ptr.windows(2).map(|w| (w[1] - w[0]) as usize).collect::<Vec<_>>(), want);
+    // Count, prefix sums, fill.
+    x.array("c_indptr", Array::I32(vec![0; a.len() + 1]));
+    let out = run(&phases[0].func, &x).unwrap();
+    let mut counted = ints(&out.arrays["c_indptr"]);
+    for r in 0..a.len() {
+        counted[r + 1] += counted[r];
+    }
+    assert_eq!(counted, ptr);
+    x.array("c_indptr", Array::I32(counted.iter().map(|&v| v as i32).collect()));
+    x.array("c_indices", Array::I32(vec![-1; coords.len()])).int("nnz_c", coords.len() as i64);
+    let out = run(&phases[1].func, &x).unwrap();
+    assert_eq!(ints(&out.arrays["c_indices"]), coords);
+}

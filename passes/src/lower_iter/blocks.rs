@@ -8,7 +8,7 @@ use crate::build::{add, bin, int, mul, stmt, store, sub};
 use crate::PassError;
 use sparsec_ir::expr::{BinOp, Expr};
 use sparsec_ir::func::{Attrs, AxisId, Block, BlockIter, For, MergeOp, SpIter, SpIterAxis, Stmt, StmtKind, VarId};
-use sparsec_ir::{AxisKind, ForKind, IterKind};
+use sparsec_ir::{AxisKind, BufferId, ForKind, IterKind};
 
 /// One entry of a sparse iteration's axis list with its variables and kinds.
 struct Entry {
@@ -234,7 +234,7 @@ impl Lowerer<'_> {
             let name = self.src.vars[e.vars[0]].name.clone();
             let mut head = Vec::new();
             let mut step = Vec::new();
-            let (mut inside, mut cursors, mut coords) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut inside, mut cursors, mut coords, mut lens) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             let at = vec![Expr::i32(0)];
             for &a in axes {
                 let axis_name = self.out.axes[a].name.clone();
@@ -244,7 +244,7 @@ impl Lowerer<'_> {
                 head.push(alloc);
                 head.push(store(cur, at.clone(), int(0, idtype)));
                 let p = Expr::Load(cur, at.clone());
-                inside.push(bin(&self.out, BinOp::Lt, p.clone(), len));
+                inside.push(bin(&self.out, BinOp::Lt, p.clone(), len.clone()));
                 // The cursor's coordinate, or the axis length past the row's end.
                 let (c, alloc) = self.local_scalar(&format!("{axis_name}_coord"), idtype);
                 step.push(alloc);
@@ -259,6 +259,7 @@ impl Lowerer<'_> {
                     else_body: vec![],
                 }));
                 let coord = self.bind(&format!("{axis_name}_at"), Expr::Load(c, at.clone()), &mut step);
+                lens.push(len);
                 cursors.push((a, cur, pos));
                 coords.push(coord);
             }
@@ -300,15 +301,31 @@ impl Lowerer<'_> {
             let mut inner = self.nest(plan, b + 1, mode, true)?;
             inner.extend(visited);
             match op {
-                MergeOp::Union => step.extend(inner),
-                MergeOp::Intersect => {
-                    let all = here[1..].iter().fold(here[0].clone(), |a, h| Expr::binary(BinOp::And, a, h.clone()));
-                    step.push(stmt(StmtKind::If { cond: all, then_body: inner, else_body: vec![] }));
+                MergeOp::Union => {
+                    step.extend(inner);
+                    for ((_, cur, p), h) in cursors.iter().zip(&here) {
+                        let one = Expr::Select(Box::new(h.clone()), Box::new(int(1, idtype)), Box::new(int(0, idtype)));
+                        step.push(store(*cur, at.clone(), add(&self.out, p.clone(), one)));
+                    }
                 }
-            }
-            for ((_, cur, p), h) in cursors.iter().zip(&here) {
-                let one = Expr::Select(Box::new(h.clone()), Box::new(int(1, idtype)), Box::new(int(0, idtype)));
-                step.push(store(*cur, at.clone(), add(&self.out, p.clone(), one)));
+                MergeOp::Intersect => {
+                    // Where every cursor stands at `j`, the body runs and all move on by
+                    // one; elsewhere each cursor behind the furthest coordinate gallops to it.
+                    let all = here[1..].iter().fold(here[0].clone(), |a, h| Expr::binary(BinOp::And, a, h.clone()));
+                    let mut then_body = inner;
+                    for (_, cur, p) in &cursors {
+                        then_body.push(store(*cur, at.clone(), add(&self.out, p.clone(), int(1, idtype))));
+                    }
+                    let furthest = coords[1..].iter().fold(coords[0].clone(), |m, c| Expr::binary(BinOp::Max, m, c.clone()));
+                    let mut else_body = Vec::new();
+                    let target = self.bind(&format!("{name}_next"), furthest, &mut else_body);
+                    for (((a, cur, p), c), len) in cursors.iter().zip(&coords).zip(&lens) {
+                        let gallop = self.gallop(*a, &row, *cur, p.clone(), len.clone(), target.clone());
+                        let behind = bin(&self.out, BinOp::Lt, c.clone(), target.clone());
+                        else_body.push(stmt(StmtKind::If { cond: behind, then_body: gallop, else_body: vec![] }));
+                    }
+                    step.push(stmt(StmtKind::If { cond: all, then_body, else_body }));
+                }
             }
             let join = match op {
                 MergeOp::Union => BinOp::Or,
@@ -323,6 +340,58 @@ impl Lowerer<'_> {
         let body = r?;
         let (name, attrs) = self.block_name_and_attrs(plan, b, mode);
         Ok(stmt(StmtKind::Block(Block { name, iters: vec![], reads: vec![], writes: vec![], init: None, body, attrs })))
+    }
+
+    /// Moves cursor `cur` of member `a` (at position `p`, whose coordinate lies below
+    /// `target`) to the first position of its row of length `len` whose coordinate is at
+    /// least `target`, or to `len`: steps of 1, 2, 4, … bracket it, then a binary search
+    /// inside the bracket finds it. `O(log d)` for a move of `d` positions, one probe for a
+    /// move of one. Every probe lies inside the row, so no load depends on `&&` short-circuiting.
+    fn gallop(&mut self, a: AxisId, row: &[Expr], cur: BufferId, p: Expr, len: Expr, target: Expr) -> Vec<Stmt> {
+        let idtype = self.out.axes[a].idtype;
+        let name = self.out.axes[a].name.clone();
+        let ind = self.indices_buffer(a);
+        let at = vec![Expr::i32(0)];
+        let (low, a1) = self.local_scalar(&format!("{name}_gallop"), idtype);
+        let (width, a2) = self.local_scalar(&format!("{name}_stride"), idtype);
+        let (lo, w) = (Expr::Load(low, at.clone()), Expr::Load(width, at.clone()));
+        let f = &self.out;
+        let probe_at = |_: &sparsec_ir::Func, q: Expr| {
+            let mut idx = row.to_vec();
+            idx.push(q);
+            Expr::Load(ind, idx)
+        };
+        // `low` stays below the answer; `width` never passes the row's end.
+        let room = sub(f, len.clone(), lo.clone());
+        let last = sub(f, sub(f, len.clone(), int(1, idtype)), lo.clone());
+        let ahead = add(f, lo.clone(), Expr::binary(BinOp::Min, w.clone(), last));
+        let more = Expr::binary(
+            BinOp::And,
+            bin(f, BinOp::Lt, w.clone(), room.clone()),
+            bin(f, BinOp::Lt, probe_at(f, ahead), target.clone()),
+        );
+        let grow = vec![
+            store(low, at.clone(), add(f, lo.clone(), w.clone())),
+            // Doubles, but never past the row's end (no overflow in long rows).
+            store(width, at.clone(), add(f, w.clone(), Expr::binary(BinOp::Min, w.clone(), sub(f, len.clone(), lo.clone())))),
+        ];
+        let mut out = vec![
+            a1,
+            a2,
+            store(low, at.clone(), p),
+            store(width, at.clone(), int(1, idtype)),
+            stmt(StmtKind::While { cond: more, body: grow }),
+        ];
+        // The answer lies in `low + 1 ..= low + min(width, len - low)`.
+        let base = self.bind(&format!("{name}_from"), add(f, lo.clone(), int(1, idtype)), &mut out);
+        let f = &self.out;
+        let span = sub(f, Expr::binary(BinOp::Min, w, room), int(1, idtype));
+        let span = self.bind(&format!("{name}_span"), span, &mut out);
+        let b2 = base.clone();
+        let s = self.bound_search(&format!("{name}_leap"), span, target, BinOp::Lt, &|f, q| probe_at(f, add(f, b2.clone(), q)));
+        out.extend(s.stmts);
+        out.push(store(cur, at, add(&self.out, base, s.pos)));
+        out
     }
 
     fn push_iter(&mut self, var: VarId, axis: AxisId, pos: Expr, mut chain: Vec<Expr>, row_src: Option<VarId>) {
