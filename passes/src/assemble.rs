@@ -222,20 +222,13 @@ pub fn symbolic_phases(f: &Func) -> Result<Vec<Phase>, PassError> {
     Ok(out)
 }
 
-/// Rows of a product's pattern up to this long are sorted by a Shell sort, longer ones by a
-/// heap sort (`O(k log k)` whatever the row): on rows of up to a few thousand the Shell
-/// sort's cheap, predictable steps beat the heap's dependent ones.
-const SHELL_ROW: i64 = 4096;
-
-/// Ciura's gap sequence for the Shell sort, ascending (a gap of 1 finishes every sort).
-const SHELL_GAPS: [i64; 9] = [1, 4, 10, 23, 57, 132, 301, 701, 1750];
-
 /// The two Stage-III programs of product axis `a` (`pattern = product(JA, KB)`), Gustavson's
 /// symbolic SpGEMM, one row after another with a workspace of the row length `p` (a mark
 /// per coordinate holding the last row that saw it, so nothing is cleared between rows):
 /// the first counts the distinct coordinates of each row into `indptr[r + 1]`; the second
-/// writes them from `indptr[r]` on and sorts each row in place (a Shell sort for rows of at
-/// most `SHELL_ROW`, else a heap sort: `O(k log k)` for a row of `k`).
+/// writes them from `indptr[r]` on and sorts each row: each of B's rows (sorted) adds a
+/// sorted run, and bottom-up merges of the runs sort the row (`O(k log r)` for `k` columns
+/// from `r` rows, with a second workspace of `p`).
 fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
     let ax = &f.axes[a];
     let bad = |what: &str| PassError::Internal(format!("product axis `{}`: {what}", ax.name));
@@ -272,9 +265,10 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             .collect()
     };
     // The walk over row `i`'s products: `k` bound, `body` run for each (indented 8).
-    let walk = |body: &str| {
+    // `pre` runs before each of B's rows (indented 6).
+    let walk = |pre: &str, body: &str| {
         format!(
-            "    for q in serial(sym_ap[i + {one}] - sym_ap[i]) {{\n      let j = sym_ai[sym_ap[i] + q]\n      for w in serial(sym_bp[j + {one}] - sym_bp[j]) {{\n        let k = sym_bi[sym_bp[j] + w]\n{body}      }}\n    }}\n",
+            "    for q in serial(sym_ap[i + {one}] - sym_ap[i]) {{\n      let j = sym_ai[sym_ap[i] + q]\n{pre}      for w in serial(sym_bp[j + {one}] - sym_bp[j]) {{\n        let k = sym_bi[sym_bp[j] + w]\n{body}      }}\n    }}\n",
             one = lit(1)
         )
     };
@@ -298,6 +292,10 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             s.push_str(&format!("  buffer sym_ci = match_buffer({ci}, [{nnz_c}], {t})\n"));
         }
         s.push_str(&format!("  buffer sym_mark = alloc_buffer([{p}], {t}, global)\n"));
+        if fill {
+            s.push_str(&format!("  buffer sym_tmp = alloc_buffer([{p}], {t}, global)\n"));
+            s.push_str(&format!("  buffer sym_run = alloc_buffer([{nnz_a} + {}], {t}, global)\n", lit(1)));
+        }
         s.push_str(&format!("  for i in serial({m}) {{\n    buffer sym_len = alloc_buffer([1], {t}, local)\n    sym_len[0] = {}\n", lit(0)));
         s
     };
@@ -305,45 +303,42 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
     let count = format!(
         "{}{}    sym_cp[i + {one}] = sym_len[0]\n  }}\n}}\n",
         head(false),
-        walk(&format!("{seen}          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
+        walk("", &format!("{seen}          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
         one = lit(1)
     );
-    // Heap sort of sym_ci[base .. base + len]: sift `root` down within `size`.
-    let sift = |root: &str, size: &str, tag: &str| {
-        let at = |x: &str| format!("sym_ci[base + {x}]");
+    // Merges runs `lo..mid` and `mid..hi` of `src` into `dst`, without branches (selects: the
+    // side taken is data, so a branch would mispredict half the time); reads are clamped into
+    // `lo..hi`.
+    let merge = |src: &dyn Fn(&str) -> String, dst: &dyn Fn(&str) -> String, tag: &str| {
         format!(
-            "      buffer sym_r{tag} = alloc_buffer([1], {t}, local)\n      sym_r{tag}[0] = {root}\n      while {two} * sym_r{tag}[0] + {one} < {size} {{\n        let c{tag} = {two} * sym_r{tag}[0] + {one}\n        buffer sym_c{tag} = alloc_buffer([1], {t}, local)\n        sym_c{tag}[0] = c{tag}\n        if c{tag} + {one} < {size} {{\n          if {} < {} {{\n            sym_c{tag}[0] = c{tag} + {one}\n          }}\n        }}\n        let top{tag} = {}\n        let big{tag} = {}\n        if top{tag} < big{tag} {{\n          {} = big{tag}\n          {} = top{tag}\n          sym_r{tag}[0] = sym_c{tag}[0]\n        }} else {{\n          sym_r{tag}[0] = {size}\n        }}\n      }}\n",
-            at(&format!("c{tag}")),
-            at(&format!("c{tag} + {}", lit(1))),
-            at(&format!("sym_r{tag}[0]")),
-            at(&format!("sym_c{tag}[0]")),
-            at(&format!("sym_r{tag}[0]")),
-            at(&format!("sym_c{tag}[0]")),
+            "          buffer sym_a{tag} = alloc_buffer([1], {t}, local)\n          buffer sym_b{tag} = alloc_buffer([1], {t}, local)\n          sym_a{tag}[0] = lo\n          sym_b{tag}[0] = mid\n          for o{tag} in serial(hi - lo) {{\n            let va{tag} = {}\n            let vb{tag} = {}\n            let ta{tag} = select(sym_a{tag}[0] < mid, select(sym_b{tag}[0] < hi, va{tag} < vb{tag}, true), false)\n            {} = select(ta{tag}, va{tag}, vb{tag})\n            sym_a{tag}[0] = sym_a{tag}[0] + select(ta{tag}, {one}, {zero})\n            sym_b{tag}[0] = sym_b{tag}[0] + select(ta{tag}, {zero}, {one})\n          }}\n",
+            src(&format!("min(sym_a{tag}[0], hi - {})", lit(1))),
+            src(&format!("min(sym_b{tag}[0], hi - {})", lit(1))),
+            dst(&format!("lo + o{tag}")),
             one = lit(1),
-            two = lit(2),
+            zero = lit(0),
         )
     };
-    // Shell sort of a row of at most `SHELL_ROW` (Ciura's gaps, each pass an insertion sort of
-    // the elements `gap` apart); the probe `max(h - gap, 0)` stays in the row whether or not
-    // `&&` short-circuits.
-    let mut shell = format!("      buffer sym_gaps = alloc_buffer([{}], {t}, local)\n", SHELL_GAPS.len());
-    for (g, gap) in SHELL_GAPS.iter().rev().enumerate() {
-        shell.push_str(&format!("      sym_gaps[{g}] = {}\n", lit(*gap)));
-    }
-    shell.push_str(&format!(
-        "      for g in serial({}) {{\n        let gap = sym_gaps[g]\n        for x in serial(len - gap) {{\n          let key = sym_ci[base + x + gap]\n          buffer sym_h = alloc_buffer([1], {t}, local)\n          sym_h[0] = x + gap\n          while sym_h[0] >= gap && sym_ci[base + max(sym_h[0] - gap, {zero})] > key {{\n            sym_ci[base + sym_h[0]] = sym_ci[base + sym_h[0] - gap]\n            sym_h[0] = sym_h[0] - gap\n          }}\n          sym_ci[base + sym_h[0]] = key\n        }}\n      }}\n",
-        SHELL_GAPS.len(),
-        zero = lit(0),
-    ));
-    let fill = format!(
-        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n    if len <= {short} {{\n{shell}    }} else {{\n    for s in serial(len / {two}) {{\n{}    }}\n    for x in serial(len - {one}) {{\n      let last = len - {one} - x\n      let first = sym_ci[base]\n      sym_ci[base] = sym_ci[base + last]\n      sym_ci[base + last] = first\n{}    }}\n    }}\n  }}\n}}\n",
-        head(true),
-        walk(&format!("{seen}          sym_ci[base + sym_len[0]] = k\n          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
-        sift(&format!("len / {} - {} - s", lit(2), lit(1)), "len", "1"),
-        sift(&lit(0), "last", "2"),
-        short = lit(SHELL_ROW),
+    let row = |x: &str| format!("sym_ci[base + {x}]");
+    let tmp = |x: &str| format!("sym_tmp[{x}]");
+    // B's rows are sorted (the verifier requires it of a product's members), so each adds a
+    // sorted run (its columns not seen before, in order) starting at `sym_run[q]`: bottom-up merges of runs, `O(k log r)` for `k`
+    // columns from `r` rows, alternating between the row and `sym_tmp`.
+    let merges = format!(
+        "    let nr = sym_ap[i + {one}] - sym_ap[i]\n    buffer sym_w = alloc_buffer([1], {t}, local)\n    buffer sym_par = alloc_buffer([1], {t}, local)\n    sym_w[0] = {one}\n    sym_par[0] = {zero}\n    while sym_w[0] < nr {{\n      let w = sym_w[0]\n      let w2 = w + min(w, nr - w)\n      for g in serial((nr - {one}) / w2 + {one}) {{\n        let r0 = g * w2\n        let lo = sym_run[r0]\n        let mid = select(r0 + min(w, nr - r0) < nr, sym_run[min(r0 + min(w, nr - r0), nr - {one})], len)\n        let hi = select(r0 + min(w2, nr - r0) < nr, sym_run[min(r0 + min(w2, nr - r0), nr - {one})], len)\n        if sym_par[0] == {zero} {{\n{}        }} else {{\n{}        }}\n      }}\n      sym_par[0] = {one} - sym_par[0]\n      sym_w[0] = w2\n    }}\n    if sym_par[0] == {one} {{\n      for x in serial(len) {{\n        sym_ci[base + x] = sym_tmp[x]\n      }}\n    }}\n",
+        merge(&row, &tmp, "1"),
+        merge(&tmp, &row, "2"),
         one = lit(1),
-        two = lit(2),
+        zero = lit(0),
+    );
+    let fill = format!(
+        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n{}  }}\n}}\n",
+        head(true),
+        walk(
+            "      sym_run[q] = sym_len[0]\n",
+            &format!("{seen}          sym_ci[base + sym_len[0]] = k\n          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))
+        ),
+        merges,
     );
     let parse = |text: &str, counts: bool| -> Result<Phase, PassError> {
         let func = sparsec_ir::text::parse_func("symbolic.sptir", text).map_err(|e| bad(&format!("{e}\n{text}")))?;

@@ -102,16 +102,15 @@ fn symbolic_phases_of_spgemm() {
     insta::assert_snapshot!(phases.iter().map(|p| print_func(&p.func)).collect::<Vec<_>>().join("\n"));
 }
 
-/// Rows of SpGEMM's pattern of every length around the sorts' thresholds (insertion passes
-/// alone, Shell sort, heap sort past 4,096) come out of the symbolic phase sorted and
-/// duplicate-free: B's row `j` holds columns `perm[j]` and `perm[j + 1]`, so each row of C is
-/// written in a scrambled order with repeats.
+/// Rows of SpGEMM's pattern of every length come out of the symbolic phase sorted and
+/// duplicate-free, merged from zero to thousands of B's rows: B's row `j` holds columns
+/// `perm[j]` and `perm[j + 1]`, so each row of C is written in a scrambled order with repeats.
 #[test]
 fn spgemm_symbolic_phase_sorts_rows_of_every_length() {
     let f = program(SPGEMM);
     let kc = f.axis_by_name("KC").unwrap();
     let phases = sparsec_passes::assemble::symbolic_phases(&f).unwrap();
-    let lens = [0usize, 1, 2, 3, 4, 5, 31, 32, 33, 400, 1751, 4095, 4096, 4097, 6000];
+    let lens = [0usize, 1, 2, 3, 4, 5, 7, 8, 9, 31, 33, 400, 1751, 4097, 6000];
     let p = 6100;
     let mut rng = sparsec_formats::gen::SplitMix64::new(41);
     let mut perm: Vec<usize> = (0..p).collect();
@@ -136,7 +135,8 @@ fn spgemm_symbolic_phase_sorts_rows_of_every_length() {
     let ((ap, ai), (bp, bi)) = (csr(&a), csr(&b));
     let mut x = Args::new();
     x.array("a", Array::F32(vec![1.0; ai.len()])).array("b", Array::F32(vec![1.0; bi.len()]));
-    x.int("m", a.len() as i64).int("n", p as i64).int("p", p as i64).int("nnz_a", ai.len() as i64).int("nnz_b", bi.len() as i64);
+    x.int("m", a.len() as i64).int("n", p as i64).int("p", p as i64);
+    x.int("nnz_a", ai.len() as i64).int("nnz_b", bi.len() as i64);
     x.array("a_indptr", Array::I32(ap)).array("a_indices", Array::I32(ai));
     x.array("b_indptr", Array::I32(bp)).array("b_indices", Array::I32(bi));
     let (ptr, coords) = sparsec_ir::args::assemble(&f, kc, &x).unwrap();
