@@ -215,9 +215,11 @@ impl Lowerer<'_> {
     /// iterators holding a merge loop, one cursor per member. Each step reads each cursor's
     /// coordinate (the axis length once the cursor has passed its row's end), takes the
     /// least as the iterator's coordinate, runs the body (an intersection only where every
-    /// cursor stands there) and moves the cursors that stand there. The loop runs while any
-    /// (union) or every (intersection) cursor is inside its row: at most the rows' total
-    /// length of steps. Accesses through the iterator to a member use its cursor's position.
+    /// cursor stands there) and moves the cursors that stand there; an intersection's
+    /// cursors that do not all stand there gallop to the furthest one's coordinate instead
+    /// ([`Self::gallop`]). The loop runs while any (union) or every (intersection) cursor is
+    /// inside its row: at most the rows' total length of steps. Accesses through the
+    /// iterator to a member use its cursor's position.
     fn merge_nest(&mut self, plan: &Plan, b: usize, mode: Mode, e: &Entry, op: MergeOp, axes: &[AxisId]) -> Result<Stmt, PassError> {
         self.namer.push();
         let depth = self.iters.len();
