@@ -22,9 +22,14 @@ fn dot(union: bool) -> Func {
     parse_func("coiter_dot", &src).unwrap()
 }
 
-/// Values are small integers, so every sum is exact in f32 whatever its order.
+/// The value stored at coordinate `x` of side `k` (1 for A, 2 for B): a small integer, so
+/// every sum is exact in f32 whatever its order.
+fn value(x: i32, k: i32) -> f32 {
+    (x % 7 + k) as f32
+}
+
 fn args(n: usize, a: &[i32], b: &[i32]) -> Args {
-    let val = |c: &[i32], k: i32| Array::F32(c.iter().map(|&x| (x % 7 + k) as f32).collect());
+    let val = |c: &[i32], k: i32| Array::F32(c.iter().map(|&x| value(x, k)).collect());
     let mut args = Args::new();
     args.array("a", val(a, 1))
         .array("b", val(b, 2))
@@ -39,14 +44,11 @@ fn args(n: usize, a: &[i32], b: &[i32]) -> Args {
 
 /// `s` computed directly from the two coordinate sets.
 fn reference(union: bool, a: &[i32], b: &[i32]) -> f32 {
-    let (va, vb) = (|x: i32| (x % 7 + 1) as f32, |x: i32| (x % 7 + 2) as f32);
-    let mut s = 0.0;
     if union {
-        s += a.iter().map(|&x| va(x)).sum::<f32>() + b.iter().map(|&x| vb(x)).sum::<f32>();
+        a.iter().map(|&x| value(x, 1)).sum::<f32>() + b.iter().map(|&x| value(x, 2)).sum::<f32>()
     } else {
-        s += a.iter().filter(|x| b.binary_search(x).is_ok()).map(|&x| va(x) * vb(x)).sum::<f32>();
+        a.iter().filter(|x| b.binary_search(x).is_ok()).map(|&x| value(x, 1) * value(x, 2)).sum()
     }
-    s
 }
 
 fn stages(f: &Func) -> [(&'static str, Func); 2] {

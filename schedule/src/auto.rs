@@ -13,8 +13,9 @@
 //!   nonzeros' operands read as vectors and gathers under a mask (`specialize`,
 //!   [`long_row_partial_sums`]), or where that has no vector form a row of at least
 //!   [`CPU_LONG_ROW`] in [`CPU_ROW_SUMS`] scalar partial sums; a row nest runs as chunks of
-//!   rows balanced by nonzeros (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches what its nonzero loops gather
-//!   where the gathered array is large ([`CPU_PREFETCH_DISTANCE`]); an innermost loop that
+//!   rows balanced by nonzeros (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches
+//!   what its nonzero loops gather where the gathered array is large
+//!   ([`CPU_PREFETCH_DISTANCE`]); an innermost loop that
 //!   drives only spatial iterators becomes `vectorized`.
 //! * [`cpu_sparse`] (Stage I, before [`cpu`]): a sparse iteration that writes rows of its
 //!   output along a dense spatial iterator with reductions inside it gets that iterator
@@ -542,8 +543,9 @@ pub const CPU_ROW_VECTOR_BYTES: i64 = 32;
 
 /// Rows of at least this many nonzeros are summed in [`CPU_ROW_SUMS`] partial sums where a
 /// nonzero's work is scalar and the vector sums have no vector form
-/// ([`long_row_partial_sums`]). On the development machine (one thread) rows averaging 42 nonzeros (bcsstk13) took 0.84× the time of one sum, and
-/// rows of 32 (dnn-n1024-l1) 1.13× when the copy ran from 16: there the one chain of
+/// ([`long_row_partial_sums`]). On the development machine (one thread) rows averaging 42
+/// nonzeros (bcsstk13) took 0.84× the time of one sum, and rows of 32 (dnn-n1024-l1) 1.13×
+/// when the copy ran from 16: there the one chain of
 /// multiply-adds is not what limits.
 pub const CPU_LONG_ROW: i64 = 40;
 
