@@ -201,3 +201,18 @@ fn cpu_moves_a_row_of_the_output_innermost() {
         assert!(!reorders(name), "{name}");
     }
 }
+
+/// `--auto cpu` gives SpGEMM's lookups of C's columns a position map (`workspace`), whose fill
+/// keeps the row loop serial; `--auto gpu` keeps the search. (Both compute scipy's product:
+/// the backends' `formats.rs` tests.)
+#[test]
+fn cpu_gives_a_product_a_position_map() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/formats/spgemm.sptir");
+    let func = sparsec::ir::text::parse_func("spgemm.sptir", &std::fs::read_to_string(path).unwrap()).unwrap();
+    let cpu = auto::cpu_schedule(&func).unwrap();
+    let text = sparsec::ir::text::print_func(&cpu);
+    assert!(text.contains("buffer KC_map = alloc_buffer([p + 1], i32, global)") && text.contains("KC_map[max(min(KC_coord"), "{text}");
+    assert!(!loop_kinds(&cpu).contains(&ForKind::Parallel), "{text}");
+    let gpu = sparsec::ir::text::print_func(&auto::gpu_schedule(&func, 32).unwrap());
+    assert!(!gpu.contains("KC_map") && gpu.contains("KC_low"), "{gpu}");
+}

@@ -31,3 +31,30 @@ fn format_programs_from_files_equal_the_dense_result_at_every_stage() {
     assert!(cases.len() >= 2 * 14 + 4 * 4, "{} cases", cases.len());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// SpGEMM with a position map for C's columns (`Schedule::workspace`, what `--auto cpu`
+/// chooses) on every shared and generated matrix: Stages II and III, which read each
+/// column's position from the map instead of searching the row, equal Stage I and scipy's
+/// product, and the lowering did read the map.
+#[test]
+fn spgemm_with_a_position_map_equals_the_search_at_every_stage() {
+    let dir = std::env::temp_dir().join(format!("sparsec_formats_map_{}", std::process::id()));
+    let cases: Vec<_> = file_cases(&dir, usize::MAX).into_iter().filter(|c| c.label.starts_with("spgemm on")).collect();
+    let runner = Runner { max_steps: 1 << 26, ..Runner::default() };
+    for c in &cases {
+        let mut sch = sparsec::schedule::Schedule::new(c.func.clone()).unwrap();
+        let sp = sch.get_sparse_iteration("spgemm").unwrap();
+        sch.workspace(sp, "KC").unwrap();
+        let mapped = sch.func().clone();
+        let stage2 = sparsec::passes::lower_sparse_iter(&mapped).unwrap();
+        assert!(sparsec::ir::text::print_func(&stage2).contains("KC_map[max(min(KC_coord"), "{}: no map read", c.label);
+        let out = sparsec::interp::run(&mapped, &c.args).unwrap_or_else(|e| panic!("{}: {e}", c.label));
+        c.assert_matches(&out);
+        match runner.check_func(&mapped, &c.args) {
+            Outcome::Agree => {}
+            o => panic!("{}: {o:?}", c.label),
+        }
+    }
+    assert!(cases.len() >= 8, "{} cases", cases.len());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -237,6 +237,16 @@ pub type Attrs = IndexMap<String, AttrValue>;
 /// code generation; the meaning of the loop is unchanged, and the interpreter ignores it.
 pub const UNROLL_FACTOR_ATTR: &str = "unroll_factor";
 
+/// Key prefix of a sparse iteration's workspace attribute: `"workspace.KC" = "position_map"`
+/// has `lower_sparse_iter` find the positions of sparse axis `KC`'s coordinates through a
+/// position map filled once per row, instead of a search per access. A choice of the
+/// schedule (`Schedule::workspace`); the meaning is unchanged, and the interpreter's Stage I
+/// ignores it.
+pub const WORKSPACE_ATTR: &str = "workspace.";
+
+/// The value of a [`WORKSPACE_ATTR`] attribute asking for a position map.
+pub const POSITION_MAP: &str = "position_map";
+
 /// One entry of a sparse iteration's axis list.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpIterAxis {

@@ -191,6 +191,16 @@ pub enum ScheduleError {
         /// Its parent (declared, or the `attach` target).
         parent: String,
     },
+    /// `workspace` cannot give the axis a workspace in this sparse iteration.
+    #[error("no workspace for axis `{axis}` in `{sp_iter}`: {why}")]
+    NoWorkspace {
+        /// The sparse iteration.
+        sp_iter: String,
+        /// The axis.
+        axis: String,
+        /// Why not.
+        why: String,
+    },
     /// A new order or a fuse takes only part of a fused group, which moves as a unit.
     #[error("the fused iterators {group:?} must stay together and in order")]
     SplitsFusedGroup {

@@ -9,7 +9,7 @@
 //! a successful one verifies its output and keeps the program's meaning.
 //!
 //! * Stage I: [`Schedule::get_sparse_iteration`], [`Schedule::get_sp_iters`],
-//!   [`Schedule::sparse_reorder`], [`Schedule::sparse_fuse`];
+//!   [`Schedule::sparse_reorder`], [`Schedule::sparse_fuse`], [`Schedule::workspace`];
 //! * Stage II/III: [`Schedule::get_block`], [`Schedule::get_loops`], [`Schedule::split`],
 //!   [`Schedule::fuse`], [`Schedule::reorder`], [`Schedule::bind`], [`Schedule::parallel`],
 //!   [`Schedule::vectorize`], [`Schedule::unroll`], [`Schedule::partition`],

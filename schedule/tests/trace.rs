@@ -287,8 +287,8 @@ fn traces_follow_the_checked_in_json_schema() {
         .iter()
         .map(|v| v["properties"]["op"]["const"].as_str().unwrap())
         .collect();
-    assert_eq!(ops.len(), 30, "{ops:?}");
-    assert!(ops.contains(&"specialize") && ops.contains(&"partition") && ops.contains(&"cache_accumulate"), "{ops:?}");
+    assert_eq!(ops.len(), 31, "{ops:?}");
+    assert!(ops.contains(&"specialize") && ops.contains(&"partition") && ops.contains(&"cache_accumulate") && ops.contains(&"workspace"), "{ops:?}");
     let valid = |text: &str, what: &str| {
         let v: serde_json::Value = serde_json::from_str(text).unwrap();
         let errors: Vec<String> = schema().iter_errors(&v).map(|e| e.to_string()).collect();

@@ -197,8 +197,9 @@ pub fn hyb_atomic(g: sparsec::ir::Func, buckets: usize) -> Schedule {
     sch
 }
 
-/// A random schedule of `f1` (Stage I) at Stage III, for differential fuzzing: after
-/// `lower_sparse_iter`, a few random primitives on random loops (split by a small factor,
+/// A random schedule of `f1` (Stage I) at Stage III, for differential fuzzing: perhaps a
+/// position map for each sparse axis an iteration looks up (`workspace`), then after
+/// `lower_sparse_iter` a few random primitives on random loops (split by a small factor,
 /// bind to a block or thread index, parallel, vectorize, unroll, fuse or reorder two loops,
 /// cache a buffer the block writes or reads in local or shared scope at a loop, decompose a
 /// reduction, rfactor, compute a block at another's loop, contract multiply-adds; then
@@ -210,8 +211,22 @@ pub fn random_schedule(f1: &sparsec::ir::Func, seed: u64) -> Option<(sparsec::ir
     use sparsec::ir::{Scope, StmtKind, ThreadTag};
     let mut rng = crate::Rng::new(seed);
     let mut sch = Schedule::new(f1.clone()).ok()?;
-    sch.lower_sparse_iter().ok()?;
     let mut tried = Vec::new();
+    // Perhaps position maps for every lookup of a sparse axis (refused where there is none).
+    if rng.below(2) == 0 {
+        let mut pairs = Vec::new();
+        for s in &f1.body {
+            if let StmtKind::SpIter(it) = &s.kind {
+                pairs.extend(f1.axes.iter().filter(|(_, a)| a.kind.is_sparse()).map(|(_, a)| (it.name.clone(), a.name.clone())));
+            }
+        }
+        for (it, axis) in pairs {
+            if sch.get_sparse_iteration(&it).is_ok_and(|sp| sch.workspace(sp, &axis).is_ok()) {
+                tried.push(format!("workspace {axis} in {it}"));
+            }
+        }
+    }
+    sch.lower_sparse_iter().ok()?;
     let tags = [ThreadTag::BlockIdxX, ThreadTag::BlockIdxY, ThreadTag::ThreadIdxX, ThreadTag::ThreadIdxY];
     for _ in 0..1 + rng.below(4) {
         let mut blocks = Vec::new();

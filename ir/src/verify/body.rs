@@ -233,6 +233,7 @@ impl<'f> Verifier<'f> {
             }
         }
 
+        self.workspaces(it);
         let mark = self.scope.len();
         for (k, &v) in it.vars.iter().enumerate() {
             let reducer = (kind(k) == Some(IterKind::Reduce)).then_some(Reducer::SpIter(name));
@@ -266,6 +267,40 @@ impl<'f> Verifier<'f> {
         }
         self.sp_vars.truncate(outer_vars);
         self.pop_to(mark);
+    }
+
+    /// The sparse iteration's workspace attributes ([`crate::WORKSPACE_ATTR`]): each names a
+    /// sparse axis that the iteration looks coordinates up in, not one it iterates, whose
+    /// parent (if any) it iterates as an entry of its own, so that one loop fixes the row the
+    /// map is filled for.
+    fn workspaces(&mut self, it: &SpIter) {
+        let f = self.f;
+        for (key, value) in &it.attrs {
+            let Some(axis) = key.strip_prefix(crate::WORKSPACE_ATTR) else { continue };
+            let found = f.axes.iter().find(|(_, x)| x.name == axis);
+            let why = match (value, found) {
+                (v, _) if *v != crate::AttrValue::Str(crate::POSITION_MAP.into()) => {
+                    Some(format!("the only workspace is \"{}\"", crate::POSITION_MAP))
+                }
+                (_, None) => Some(format!("no axis is called `{axis}`")),
+                (_, Some((_, x))) if !matches!(x.kind, AxisKind::SparseVariable | AxisKind::SparseFixed) => {
+                    Some(format!("`{axis}` is {}, and only a sparse axis's coordinates are looked up", x.kind.name()))
+                }
+                (_, Some((a, _))) if it.axes.iter().any(|e| e.members().contains(&a)) => {
+                    Some(format!("`{axis}` is iterated here, so its positions need no lookup"))
+                }
+                (_, Some((a, _))) if !accesses_axis(f, it, a) => Some(format!("no buffer over `{axis}` is accessed here")),
+                (_, Some((_, x))) => x.parent.filter(|p| !it.axes.contains(&SpIterAxis::Axis(*p))).map(|p| {
+                    format!(
+                        "the parent of `{axis}`, `{}`, is not iterated here as an entry of its own (not fused, attached or co-iterated), so no loop fixes the row a map would be filled for",
+                        self.axis_name(p)
+                    )
+                }),
+            };
+            if let Some(why) = why {
+                self.err(K::BadWorkspace { sp_iter: it.name.clone(), key: key.clone(), why });
+            }
+        }
     }
 
     /// Resolves the axis list of a sparse iteration, checking `fuse` and `attach` entries.
@@ -517,4 +552,27 @@ impl<'f> Verifier<'f> {
         self.pop_to(mark);
         (self.loops, self.loop_lets, self.loop_allocs) = (loops, lets, allocs);
     }
+}
+
+/// Whether the body or init of `it` loads or stores a buffer laid out over axis `a`.
+fn accesses_axis(f: &crate::func::Func, it: &SpIter, a: AxisId) -> bool {
+    let over = |b: BufferId| {
+        f.buffers.try_get(b).is_some_and(|x| matches!(&x.layout, crate::func::Layout::Sparse(axes) if axes.contains(&a)))
+    };
+    let mut hit = false;
+    for list in [it.init.as_deref().unwrap_or(&[]), &it.body[..]] {
+        crate::func::walk_stmts(list, &mut |s| {
+            if let StmtKind::Store { buffer, .. } = &s.kind {
+                hit |= over(*buffer);
+            }
+            for e in s.kind.exprs() {
+                e.walk(&mut |x| {
+                    if let Expr::Load(b, _) | Expr::AtomicAdd(b, _, _) = x {
+                        hit |= over(*b);
+                    }
+                });
+            }
+        });
+    }
+    hit
 }

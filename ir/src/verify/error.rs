@@ -346,6 +346,16 @@ pub enum VerifyErrorKind {
         /// `union(JA, JB)`.
         pattern: String,
     },
+    /// A workspace attribute (`"workspace.KC" = "position_map"`) that cannot apply.
+    #[error("sp_iter `{sp_iter}`: attribute `{key}`: {why}")]
+    BadWorkspace {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The attribute's key.
+        key: String,
+        /// What is wrong.
+        why: String,
+    },
     /// An axis iterated below a co-iterated one: a co-iteration's iterator picks no row of
     /// any one member.
     #[error("sp_iter `{sp_iter}`: `{axis}` lies below `{parent}`, which a co-iteration iterates; a coordinate of a union or intersection picks no row of `{parent}`")]

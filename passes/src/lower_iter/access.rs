@@ -120,12 +120,16 @@ impl Lowerer<'_> {
                 } else {
                     let len = self.row_len(a, &row);
                     let indices = self.indices_buffer(a);
+                    let map = self.maps.iter().rev().find(|m| m.axis == a && m.row == row).map(|m| m.buffer);
                     let probe = move |_: &sparsec_ir::Func, p: Expr| {
                         let mut i = row.clone();
                         i.push(p);
                         Expr::Load(indices, i)
                     };
-                    let s = self.lookup(&axis.name, len, coord, axis.sorted, &probe);
+                    let s = match map {
+                        Some(map) => self.map_lookup(&axis.name, map, len, coord, axis.length.clone(), &probe),
+                        None => self.lookup(&axis.name, len, coord, axis.sorted, &probe),
+                    };
                     body.extend(s.stmts);
                     pos.push(s.pos.clone());
                     let cond = s.found.expect("lookups report found");

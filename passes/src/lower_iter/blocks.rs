@@ -35,6 +35,8 @@ struct Plan<'s> {
     entries: Vec<Entry>,
     blocks: Vec<Vec<usize>>,
     init_block: Option<usize>,
+    /// The position maps asked for (axis, map), filled in the loop of the axis's parent.
+    maps: Vec<(AxisId, BufferId)>,
 }
 
 impl Lowerer<'_> {
@@ -50,8 +52,89 @@ impl Lowerer<'_> {
         }
         let blocks = partition(&entries, |a| self.out.axes[a].parent);
         let init_block = blocks.iter().position(|b| b.iter().any(|&e| !entries[e].is_spatial()));
-        let plan = Plan { it, entries, blocks, init_block };
-        self.nest(&plan, 0, Mode::Main, false)
+        // Position maps live over the whole nest; a root axis's one row is filled before it.
+        let mut out = Vec::new();
+        let mut maps = Vec::new();
+        let depth = self.maps.len();
+        for key in it.attrs.keys() {
+            let Some(name) = key.strip_prefix(sparsec_ir::WORKSPACE_ATTR) else { continue };
+            let a = self.out.axes.iter().find(|(_, x)| x.name == name).map(|(h, _)| h);
+            let a = a.ok_or_else(|| PassError::Internal(format!("workspace of unknown axis `{name}` verified")))?;
+            let axis = self.out.axes[a].clone();
+            let map = self.out.buffers.append(sparsec_ir::Buffer {
+                name: self.namer.global(&format!("{}_map", axis.name)),
+                dtype: axis.idtype,
+                layout: sparsec_ir::Layout::Dense(vec![add(&self.out, axis.length.clone(), int(1, axis.idtype))]),
+                storage: sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Global),
+                extra_storage: None,
+                default: None,
+                modes: None,
+                span: sparsec_ir::Span::NONE,
+            });
+            out.push(stmt(StmtKind::Alloc(map)));
+            if axis.parent.is_none() {
+                out.extend(self.map_fill(a, map, &[]));
+                self.maps.push(super::PositionMap { axis: a, buffer: map, row: vec![] });
+            } else {
+                maps.push((a, map));
+            }
+        }
+        let plan = Plan { it, entries, blocks, init_block, maps };
+        let nest = self.nest(&plan, 0, Mode::Main, false);
+        self.maps.truncate(depth);
+        out.extend(nest?);
+        Ok(out)
+    }
+
+    /// Fills position map `map` of sparse axis `a` for row `row`: each coordinate's element
+    /// holds its position in the row (the first one where a row repeats a coordinate, as a
+    /// search finds it). Elements of other coordinates keep whatever they held, which a
+    /// lookup tells apart by reading the coordinate back ([`Self::map_lookup`]).
+    fn map_fill(&mut self, a: AxisId, map: BufferId, row: &[Expr]) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        let name = self.out.axes[a].name.clone();
+        let idtype = self.out.axes[a].idtype;
+        let len = self.row_len(a, row);
+        let len = self.bind(&format!("{name}_row_len"), len, &mut out);
+        let d = self.out.expr_dtype(&len);
+        let q = self.out.add_var(self.namer.var(&format!("{name}_q")), d);
+        // Last position first, so a repeated coordinate ends up at its first position.
+        let last = sub(&self.out, len.clone(), int(1, d));
+        let p = sub(&self.out, last, Expr::Var(q));
+        let ind = self.indices_buffer(a);
+        let mut at = row.to_vec();
+        at.push(p.clone());
+        let value = crate::build::cast_to(&self.out, p, idtype);
+        out.push(stmt(StmtKind::For(For {
+            var: q,
+            min: int(0, d),
+            extent: len,
+            kind: ForKind::Serial,
+            body: vec![store(map, vec![Expr::Load(ind, at)], value)],
+            attrs: Attrs::new(),
+        })));
+        out
+    }
+
+    /// Fills the position maps of `plan` whose row block `b` fixes (its parent's iterator
+    /// opened in it): the fills, each with the index in `loops` of the loop it goes in.
+    fn open_maps(&mut self, plan: &Plan, iters: &[BlockIter], loops: &[(VarId, Expr)]) -> Vec<(usize, Vec<Stmt>)> {
+        let mut fills = Vec::new();
+        for &(a, map) in &plan.maps {
+            let Some(parent) = self.out.axes[a].parent else { continue };
+            let Some(pi) = self.iter_over(parent).cloned() else { continue };
+            let Some(k) = iters.iter().position(|it| pi.pos == Expr::Var(it.var)) else { continue };
+            if loops.get(k).is_none_or(|l| iters[k].binding != Expr::Var(l.0)) {
+                continue;
+            }
+            // The fill runs in the loop, outside the block: block variables become bindings.
+            let bound: std::collections::HashMap<VarId, Expr> =
+                iters.iter().map(|it| (it.var, it.binding.clone())).collect();
+            let row: Vec<Expr> = pi.chain.iter().map(|e| e.clone().substitute(&bound)).collect();
+            fills.push((k, self.map_fill(a, map, &row)));
+            self.maps.push(super::PositionMap { axis: a, buffer: map, row: pi.chain.clone() });
+        }
+        fills
     }
 
     /// The statements at the level where block `b`'s loops begin.
@@ -103,16 +186,22 @@ impl Lowerer<'_> {
         }
         self.namer.push();
         let depth = self.iters.len();
+        let maps = self.maps.len();
         let mut loops: Vec<(VarId, Expr)> = Vec::new();
         let mut iters = Vec::new();
         let mut head = Vec::new();
+        let mut fills = Vec::new();
         let r = (|| {
             for &e in &ids {
                 self.open_entry(&plan.entries[e], &mut loops, &mut iters, &mut head)?;
             }
+            if mode == Mode::Main {
+                fills = self.open_maps(plan, &iters, &loops);
+            }
             self.nest(plan, b + 1, mode, true)
         })();
         self.iters.truncate(depth);
+        self.maps.truncate(maps);
         self.namer.pop();
         let inner = r?;
         let (name, attrs) = self.block_name_and_attrs(plan, b, mode);
@@ -126,16 +215,12 @@ impl Lowerer<'_> {
             body: head,
             attrs,
         }));
-        for (var, extent) in loops.into_iter().rev() {
+        for (k, (var, extent)) in loops.into_iter().enumerate().rev() {
             let d = self.out.vars[var].dtype;
-            s = stmt(StmtKind::For(For {
-                var,
-                min: int(0, d),
-                extent,
-                kind: ForKind::Serial,
-                body: vec![s],
-                attrs: Attrs::new(),
-            }));
+            let mut body: Vec<Stmt> = fills.iter().filter(|f| f.0 == k).flat_map(|f| f.1.clone()).collect();
+            body.push(s);
+            let kind = ForKind::Serial;
+            s = stmt(StmtKind::For(For { var, min: int(0, d), extent, kind, body, attrs: Attrs::new() }));
         }
         out.push(s);
         Ok(out)
@@ -148,7 +233,14 @@ impl Lowerer<'_> {
             Mode::Main => format!("{}{b}", plan.it.name),
             Mode::Init => format!("{}_init{b}", plan.it.name),
         };
-        let attrs = if b == 0 && mode == Mode::Main { plan.it.attrs.clone() } else { Attrs::new() };
+        // The workspaces are the lowering's; the rest of the iteration's attributes stay.
+        let attrs = match (b, mode) {
+            (0, Mode::Main) => {
+                let kept = plan.it.attrs.iter().filter(|(k, _)| !k.starts_with(sparsec_ir::WORKSPACE_ATTR));
+                kept.map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
+            _ => Attrs::new(),
+        };
         (self.block_name(&base), attrs)
     }
 

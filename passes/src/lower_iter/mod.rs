@@ -6,7 +6,8 @@
 //! * [`aux`] — `indptr`/`indices` as auxiliary sparse buffers, dense twins of sparse axes;
 //! * [`blocks`] — grouping iterators into blocks, the loops and their extents, fused rows;
 //! * [`access`] — coordinate → position translation of buffer accesses, and guards;
-//! * [`search`] — explicit binary searches (coordinate lookups, fused-row recovery);
+//! * [`search`] — explicit binary searches (coordinate lookups, fused-row recovery) and
+//!   position maps (lookups a schedule gave a workspace, [`sparsec_ir::WORKSPACE_ATTR`]);
 //! * [`regions`] — the reads/writes regions of each block.
 //!
 //! The `init` of a sparse iteration becomes its own loop nest over the spatial iterators,
@@ -93,6 +94,21 @@ pub(crate) struct Lowerer<'a> {
     /// Inside a store: the coordinates looked up so far (axis, row, coordinate) with their
     /// position and found condition, reused by a second access at the same coordinate.
     lookups: Option<Vec<((AxisId, Vec<Expr>, Expr), (Expr, Expr))>>,
+    /// The position maps filled for the rows now open (innermost last).
+    maps: Vec<PositionMap>,
+}
+
+/// A position map ([`sparsec_ir::WORKSPACE_ATTR`]) of a sparse axis, filled for one row: the
+/// lookups of a coordinate in that row read its position from the map.
+#[derive(Clone, Debug)]
+struct PositionMap {
+    /// The sparse axis.
+    axis: AxisId,
+    /// The map: one element per coordinate (and one more), holding a position in the row.
+    buffer: sparsec_ir::BufferId,
+    /// The row it holds (positions of the parent levels, as accesses inside the row's block
+    /// write them).
+    row: Vec<Expr>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -124,7 +140,7 @@ impl<'a> Lowerer<'a> {
             b.default = b.default.as_ref().map(remap);
         }
         let namer = Namer::for_func(&out);
-        Lowerer { src, out, namer, var_map, aux: aux::Aux::default(), iters: Vec::new(), block_names: Default::default(), lookups: None }
+        Lowerer { src, out, namer, var_map, aux: aux::Aux::default(), iters: Vec::new(), block_names: Default::default(), lookups: None, maps: Vec::new() }
     }
 
     /// The innermost iterator bound to Stage-I variable `v`.

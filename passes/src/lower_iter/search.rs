@@ -1,5 +1,5 @@
-//! Binary search: explicit lower-bound loops over `indices` (coordinate lookups) and over
-//! `indptr` (recovering the row of a fused position).
+//! Lookups: explicit lower-bound loops over `indices` (coordinate lookups) and over `indptr`
+//! (recovering the row of a fused position), and reads of position maps.
 
 use super::Lowerer;
 use crate::build::{add, bin, int, stmt, store};
@@ -65,6 +65,43 @@ impl Lowerer<'_> {
         let mut stmts = vec![a1, a2];
         stmts.extend(crate::build::lower_bound(f, low, high, mid, len, right));
         Search { stmts, pos: at(low), found: None }
+    }
+
+    /// Looks up coordinate `target` among `probe(0..len)` through position map `map` of an
+    /// axis of `length` coordinates, filled for this row (`Lowerer::map_fill`): the position
+    /// is the map's element for `target`, and `found` checks it exactly (an element may hold
+    /// another row's position), so one load replaces a search.
+    pub(super) fn map_lookup(
+        &mut self,
+        label: &str,
+        map: sparsec_ir::BufferId,
+        len: Expr,
+        target: Expr,
+        length: Expr,
+        probe: &dyn Fn(&sparsec_ir::Func, Expr) -> Expr,
+    ) -> Search {
+        let mut stmts = Vec::new();
+        let len = self.bind(&format!("{label}_len"), len, &mut stmts);
+        let target = self.bind(&format!("{label}_coord"), target, &mut stmts);
+        let f = &self.out;
+        let length = crate::build::cast_to(f, length, f.expr_dtype(&target));
+        let dtype = f.expr_dtype(&target);
+        // A coordinate outside the axis reads the map's extra element, and is not found.
+        let slot = Expr::binary(BinOp::Max, Expr::binary(BinOp::Min, target.clone(), length.clone()), int(0, dtype));
+        let at = self.bind(&format!("{label}_at"), Expr::Load(map, vec![slot]), &mut stmts);
+        let f = &self.out;
+        let at = crate::build::cast_to(f, at, f.expr_dtype(&len));
+        let inside = Expr::binary(
+            BinOp::And,
+            bin(f, BinOp::Ge, target.clone(), int(0, dtype)),
+            Expr::binary(BinOp::Lt, target.clone(), length),
+        );
+        let stored = Expr::binary(
+            BinOp::And,
+            Expr::binary(BinOp::Lt, at.clone(), len),
+            bin(f, BinOp::Eq, probe(f, at.clone()), target),
+        );
+        Search { stmts, pos: at, found: Some(Expr::binary(BinOp::And, inside, stored)) }
     }
 
     /// Looks up coordinate `target` among `probe(0..len)`: a binary search when the row is

@@ -118,6 +118,7 @@ primitives! {
     get_sp_iters: GetSpIters,
     sparse_reorder: SparseReorder,
     sparse_fuse: SparseFuse,
+    workspace: Workspace,
     lower_sparse_iter: LowerSparseIter,
     lower_sparse_buffer: LowerSparseBuffer,
     lower_atomic: LowerAtomic,
