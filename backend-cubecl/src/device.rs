@@ -94,8 +94,9 @@ impl CompiledProgram {
             handles.insert(ArgSource::Param(p), (handle, len));
         }
         for g in &program.globals {
-            let buf = &func.buffers[*g];
-            let n = sparsec_ir::args::buffer_len(func, *g, &host).map_err(|e| ValidateError::Structure {
+            // Globals of the plan's function, which may keep values between kernels.
+            let buf = &program.func.buffers[*g];
+            let n = sparsec_ir::args::buffer_len(&program.func, *g, &host).map_err(|e| ValidateError::Structure {
                 param: buf.name.clone(),
                 message: e.to_string(),
             })?;

@@ -106,11 +106,12 @@ pub fn host_evaluable(func: &Func, e: &Expr) -> bool {
     func.scalar_only(e)
 }
 
-/// Plans the kernels of a Stage-III function.
+/// Plans the kernels of a Stage-III function (after [`state_across_kernels`]).
 pub fn plan(func: &Func) -> Result<ProgramPlan, PlanError> {
     if func.stage != sparsec_ir::Stage::III {
         return Err(PlanError::NotStageIII(func.stage));
     }
+    let func = &state_across_kernels(func)?;
     let mut param_dtypes: Vec<Option<DType>> = vec![None; func.params.len()];
     for (_, b) in func.buffers.iter() {
         // An allocated bool buffer is kept as i32 (`lower::stored`); a parameter cannot be.
@@ -178,6 +179,96 @@ pub fn plan(func: &Func) -> Result<ProgramPlan, PlanError> {
         }
     }
     Ok(ProgramPlan { func: func.clone(), kernels, param_dtypes, globals })
+}
+
+/// `func` with the values that top-level statements pass to later ones kept in global
+/// buffers, since each top-level statement is a kernel of its own and a `let` is repeated at
+/// the start of every later kernel: a top-level `let` that reads a buffer becomes a store to
+/// a one-element global buffer where it stood (a later kernel would read the buffer after
+/// the kernels between had changed it), read where the variable was; a top-level `local`
+/// buffer that one statement writes and another reads becomes global (every kernel would
+/// otherwise start from a fresh one; `insert_checks` keeps a checked `let`'s value in one).
+/// Such a buffer stored under a thread-bound loop is refused: its units would share it.
+pub fn state_across_kernels(func: &Func) -> Result<Func, PlanError> {
+    let mut f = func.clone();
+    let body = std::mem::take(&mut f.body);
+    let mut subst = std::collections::HashMap::new();
+    for mut s in body {
+        if !subst.is_empty() {
+            let mut one = [s];
+            sparsec_ir::map_exprs_deep(&mut one, &mut |e| e.substitute(&subst));
+            let [x] = one;
+            s = x;
+        }
+        match s.kind {
+            StmtKind::Let { var, value } if !f.scalar_only(&value) => {
+                let mut taken = sparsec_ir::names::function_names(&f);
+                let name = sparsec_ir::names::fresh_in(&mut taken, &format!("{}_value", f.vars[var].name));
+                let b = f.buffers.append(sparsec_ir::Buffer {
+                    name,
+                    dtype: f.vars[var].dtype,
+                    layout: Layout::Dense(vec![Expr::i32(1)]),
+                    storage: Storage::Alloc(Scope::Global),
+                    extra_storage: None,
+                    default: None,
+                    modes: None,
+                    span: s.span,
+                });
+                subst.insert(var, Expr::Load(b, vec![Expr::i32(0)]));
+                f.body.push(Stmt { kind: StmtKind::Store { buffer: b, indices: vec![Expr::i32(0)], value }, span: s.span });
+            }
+            kind => f.body.push(Stmt { kind, span: s.span }),
+        }
+    }
+    // Top-level local buffers touched by more than one top-level statement.
+    let mut shared = Vec::new();
+    for (k, s) in f.body.iter().enumerate() {
+        let StmtKind::Alloc(b) = s.kind else { continue };
+        if f.buffers[b].storage != Storage::Alloc(Scope::Local) {
+            continue;
+        }
+        let touching = f.body[k + 1..].iter().filter(|t| touches(std::slice::from_ref(*t), b)).count();
+        if touching > 1 {
+            shared.push(b);
+        }
+    }
+    for b in shared {
+        let mut threaded_store = false;
+        for s in &f.body {
+            let mut bound = false;
+            sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
+                bound |= matches!(&x.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(_)));
+            });
+            threaded_store |= bound && stores(std::slice::from_ref(s), b);
+        }
+        if threaded_store {
+            return unsupported(format!(
+                "top-level local buffer `{}` passes a value between kernels and is stored under thread-bound loops",
+                f.buffers[b].name
+            ));
+        }
+        f.buffers[b].storage = Storage::Alloc(Scope::Global);
+    }
+    Ok(f)
+}
+
+/// Whether `stmts` load, store or allocate buffer `b`.
+fn touches(stmts: &[Stmt], b: BufferId) -> bool {
+    let mut hit = false;
+    sparsec_ir::walk_stmts(stmts, &mut |s| {
+        hit |= matches!(&s.kind, StmtKind::Store { buffer, .. } if *buffer == b);
+        for e in s.kind.exprs() {
+            e.walk(&mut |x| hit |= matches!(x, Expr::Load(y, _) | Expr::AtomicAdd(y, _, _) if *y == b));
+        }
+    });
+    hit
+}
+
+/// Whether `stmts` store buffer `b`.
+fn stores(stmts: &[Stmt], b: BufferId) -> bool {
+    let mut hit = false;
+    sparsec_ir::walk_stmts(stmts, &mut |s| hit |= matches!(&s.kind, StmtKind::Store { buffer, .. } if *buffer == b));
+    hit
 }
 
 /// A Rust identifier made of the name's alphanumerics.

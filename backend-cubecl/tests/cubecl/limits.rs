@@ -382,3 +382,39 @@ fn checked_code_with_bool_locals_runs() {
     let Array::I64(fault) = &got.arrays[sparsec::passes::FAULT_PARAM] else { panic!("no fault array") };
     assert!(sparsec::passes::Fault::decode(&sites, fault).is_none(), "{fault:?}");
 }
+
+/// Each top-level statement is a kernel of its own, and top-level `let`s are repeated in every
+/// later kernel: a `let` that reads a buffer a kernel between changes (`k` below, after
+/// `Y[0] = 5`), and a checked `let` (`insert_checks` keeps its value in a top-level local
+/// that the `if` of its check writes) must still give the value at the `let`, as the
+/// interpreter does. Both came back wrong, with no error, before `plan::state_across_kernels`.
+#[test]
+fn values_pass_between_top_level_kernels() {
+    for (text, k) in [("Y[0] + n - 1", 7), ("Y[1] + n - 1", 7)] {
+        let f = parse(&format!(
+            "func t(y: handle, n: i32) stage III {{
+  buffer Y = match_buffer(y, [n], i32)
+  let k = {text}
+  Y[0] = 5
+  for i in parallel(n - 1) {{
+    block b(vi: spatial(n - 1) = i) {{
+      Y[vi + 1] = k
+    }}
+  }}
+}}
+"
+        ));
+        let mut args = Args::new();
+        args.array("y", Array::I32(vec![0; 8])).int("n", 8);
+        let want = sparsec_interp::run(&f, &args).unwrap();
+        assert_eq!(want.arrays["y"], Array::I32(vec![5, k, k, k, k, k, k, k]));
+        let got = compile(&f).and_then(|p| p.run(&client(), &args)).unwrap();
+        assert_eq!(got.arrays["y"], want.arrays["y"], "{text}");
+        let (g, sites) = sparsec::passes::insert_checks(&f).unwrap();
+        args.array(sparsec::passes::FAULT_PARAM, Array::I64(vec![0; 3]));
+        let got = compile(&g).and_then(|p| p.run(&client(), &args)).unwrap();
+        assert_eq!(got.arrays["y"], want.arrays["y"], "checked: {text}");
+        let Array::I64(fault) = &got.arrays[sparsec::passes::FAULT_PARAM] else { panic!("no fault array") };
+        assert!(sparsec::passes::Fault::decode(&sites, fault).is_none(), "{fault:?}");
+    }
+}
