@@ -223,13 +223,21 @@ pub fn symbolic_phases(f: &Func) -> Result<Vec<Phase>, PassError> {
 }
 
 /// The two Stage-III programs of product axis `a` (`pattern = product(JA, KB)`), Gustavson's
-/// symbolic SpGEMM, one row after another with a workspace of the row length `p` (a mark
+/// symbolic SpGEMM. Rows run in chunks balanced by A's nonzeros under a `parallel` loop, one
+/// after another within a chunk, and each chunk has its own row of every workspace (a mark
 /// per coordinate holding the last row that saw it, so nothing is cleared between rows):
 /// the first counts the distinct coordinates of each row into `indptr[r + 1]`; the second
-/// writes them from `indptr[r]` on and sorts each row: each of B's rows (sorted) adds a
-/// sorted run, and bottom-up merges of the runs sort the row (`O(k log r)` for `k` columns
-/// from `r` rows, with a second workspace of `p`).
+/// collects them and sorts each row: each of B's rows (sorted) adds a sorted run, and
+/// bottom-up merges of the runs between two scratch rows of `p` sort the row (`O(k log r)`
+/// for `k` columns from `r` rows), which is then copied out from `indptr[r]` on.
 fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
+    // Most chunks of rows, and least nonzeros of A per chunk (about 2 µs of a row's work).
+    const CHUNKS: i64 = 32;
+    const GRAIN: i64 = 1024;
+    // The chunks' workspaces stay within this many times the input arrays.
+    const WORKSPACES: i64 = 4;
+    // Closes a row, its chunk's block and loop, and the function.
+    const CLOSE: &str = "  }\n  }\n  }\n}\n";
     let ax = &f.axes[a];
     let bad = |what: &str| PassError::Internal(format!("product axis `{}`: {what}", ax.name));
     let pt = ax.pattern.as_ref().ok_or_else(|| bad("no pattern"))?;
@@ -272,6 +280,21 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             one = lit(1)
         )
     };
+    // Chunks of rows balanced by A's nonzeros: at most CHUNKS, of at least GRAIN of them,
+    // and no more than keep their workspaces (the fill's three of `p` and one of `n + 1`)
+    // within WORKSPACES times the inputs and their sizes within the index type; from the
+    // scalar parameters alone, which size the workspaces.
+    let i64 = |x: &str| format!("cast(i64, {x})");
+    let per_chunk = format!("max(3i64 * {} + {} + 1i64, 1i64)", i64(&p), i64(&n));
+    let chunks = format!(
+        "cast({t}, max(1i64, min(min({CHUNKS}i64, {} // {GRAIN}i64), min({WORKSPACES}i64 * ({} + {}), {}) // {per_chunk})))",
+        i64(&nnz_a),
+        i64(&nnz_a),
+        i64(&nnz_b),
+        if t == sparsec_ir::DType::I64 { "9223372036854775807i64" } else { "2147483647i64" },
+    );
+    // Chunk `vp`'s row of workspace `buf` at `x`.
+    let ws = |buf: &str, x: &str| format!("{buf}[vp, {x}]");
     let head = |fill: bool| {
         let mut params = vec![ap.clone(), ai.clone(), bp.clone(), bi.clone(), cp.clone()];
         if fill {
@@ -291,17 +314,43 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
         if fill {
             s.push_str(&format!("  buffer sym_ci = match_buffer({ci}, [{nnz_c}], {t})\n"));
         }
-        s.push_str(&format!("  buffer sym_mark = alloc_buffer([{p}], {t}, global)\n"));
+
+        s.push_str(&format!(
+            "  buffer sym_bounds = alloc_buffer([{}], {t}, global)\n  let sym_total = {} - {}\n  let sym_chunks = {chunks}\n",
+            CHUNKS + 1,
+            i64(&format!("sym_ap[{m}]")),
+            i64("sym_ap[0]"),
+        ));
+        s.push_str(&format!("  buffer sym_mark = alloc_buffer([{chunks}, {p}], {t}, global)\n"));
         if fill {
-            s.push_str(&format!("  buffer sym_tmp = alloc_buffer([{p}], {t}, global)\n"));
-            s.push_str(&format!("  buffer sym_run = alloc_buffer([{nnz_a} + {}], {t}, global)\n", lit(1)));
+            for b in ["sym_t1", "sym_t2"] {
+                s.push_str(&format!("  buffer {b} = alloc_buffer([{chunks}, {p}], {t}, global)\n"));
+            }
+            s.push_str(&format!("  buffer sym_run = alloc_buffer([{chunks}, {n} + {}], {t}, global)\n", lit(1)));
         }
-        s.push_str(&format!("  for i in serial({m}) {{\n    buffer sym_len = alloc_buffer([1], {t}, local)\n    sym_len[0] = {}\n", lit(0)));
+        s.push_str(&format!(
+            "  sym_bounds[0] = {zero}\n  for sym_c in serial(sym_chunks - {one}) {{\n    buffer sym_low = alloc_buffer([1], {t}, local)\n    buffer sym_high = alloc_buffer([1], {t}, local)\n    sym_low[0] = {zero}\n    sym_high[0] = {m}\n    while sym_low[0] < sym_high[0] {{\n      let sym_mid = sym_low[0] + (sym_high[0] - sym_low[0]) // {two}\n      if {} - {} < cast(i64, sym_c + {one}) * sym_total // cast(i64, sym_chunks) {{\n        sym_low[0] = sym_mid + {one}\n      }} else {{\n        sym_high[0] = sym_mid\n      }}\n    }}\n    sym_bounds[sym_c + {one}] = min({m}, max(sym_bounds[sym_c], sym_low[0]))\n  }}\n  sym_bounds[sym_chunks] = {m}\n",
+            i64("sym_ap[sym_mid]"),
+            i64("sym_ap[0]"),
+            zero = lit(0),
+            one = lit(1),
+            two = lit(2),
+        ));
+        // Each chunk has its own workspaces; its rows run in order.
+        s.push_str(&format!(
+            "  for sym_p in parallel(sym_chunks) {{\n  block sym_chunk(vp: spatial(sym_chunks) = sym_p) {{\n"
+        ));
+        s.push_str(&format!(
+            "  for sym_r in serial(sym_bounds[vp + {one}] - sym_bounds[vp]) {{\n    let i = sym_bounds[vp] + sym_r\n    buffer sym_len = alloc_buffer([1], {t}, local)\n    sym_len[0] = {zero}\n",
+            one = lit(1),
+            zero = lit(0)
+        ));
         s
     };
-    let seen = format!("        if sym_mark[k] != i + {one} {{\n          sym_mark[k] = i + {one}\n", one = lit(1));
+    let mark = ws("sym_mark", "k");
+    let seen = format!("        if {mark} != i + {one} {{\n          {mark} = i + {one}\n", one = lit(1));
     let count = format!(
-        "{}{}    sym_cp[i + {one}] = sym_len[0]\n  }}\n}}\n",
+        "{}{}    sym_cp[i + {one}] = sym_len[0]\n{CLOSE}",
         head(false),
         walk("", &format!("{seen}          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
         one = lit(1)
@@ -319,25 +368,31 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             zero = lit(0),
         )
     };
-    let row = |x: &str| format!("sym_ci[base + {x}]");
-    let tmp = |x: &str| format!("sym_tmp[{x}]");
+    let row = |x: &str| ws("sym_t1", x);
+    let tmp = |x: &str| ws("sym_t2", x);
+    let run = |x: &str| ws("sym_run", x);
     // B's rows are sorted (the verifier requires it of a product's members), so each adds a
     // sorted run (its columns not seen before, in order) starting at `sym_run[q]`; bottom-up
     // merges of the runs, `O(k log r)` for `k` columns from `r` rows, alternate between the
     // row and `sym_tmp` (an empty run merges like any other).
     let merges = format!(
-        "    let nr = sym_ap[i + {one}] - sym_ap[i]\n    buffer sym_w = alloc_buffer([1], {t}, local)\n    buffer sym_par = alloc_buffer([1], {t}, local)\n    sym_w[0] = {one}\n    sym_par[0] = {zero}\n    while sym_w[0] < nr {{\n      let w = sym_w[0]\n      let w2 = w + min(w, nr - w)\n      for g in serial((nr - {one}) / w2 + {one}) {{\n        let r0 = g * w2\n        let lo = sym_run[r0]\n        let mid = select(r0 + min(w, nr - r0) < nr, sym_run[min(r0 + min(w, nr - r0), nr - {one})], len)\n        let hi = select(r0 + min(w2, nr - r0) < nr, sym_run[min(r0 + min(w2, nr - r0), nr - {one})], len)\n        if sym_par[0] == {zero} {{\n{}        }} else {{\n{}        }}\n      }}\n      sym_par[0] = {one} - sym_par[0]\n      sym_w[0] = w2\n    }}\n    if sym_par[0] == {one} {{\n      for x in serial(len) {{\n        sym_ci[base + x] = sym_tmp[x]\n      }}\n    }}\n",
+        "    let nr = sym_ap[i + {one}] - sym_ap[i]\n    buffer sym_w = alloc_buffer([1], {t}, local)\n    buffer sym_par = alloc_buffer([1], {t}, local)\n    sym_w[0] = {one}\n    sym_par[0] = {zero}\n    while sym_w[0] < nr {{\n      let w = sym_w[0]\n      let w2 = w + min(w, nr - w)\n      for g in serial((nr - {one}) / w2 + {one}) {{\n        let r0 = g * w2\n        let lo = {}\n        let mid = select(r0 + min(w, nr - r0) < nr, {}, len)\n        let hi = select(r0 + min(w2, nr - r0) < nr, {}, len)\n        if sym_par[0] == {zero} {{\n{}        }} else {{\n{}        }}\n      }}\n      sym_par[0] = {one} - sym_par[0]\n      sym_w[0] = w2\n    }}\n    if sym_par[0] == {one} {{\n      for x in serial(len) {{\n        sym_ci[base + x] = {}\n      }}\n    }} else {{\n      for x in serial(len) {{\n        sym_ci[base + x] = {}\n      }}\n    }}\n",
+        run("r0"),
+        run(&format!("min(r0 + min(w, nr - r0), nr - {})", lit(1))),
+        run(&format!("min(r0 + min(w2, nr - r0), nr - {})", lit(1))),
         merge(&row, &tmp, "1"),
         merge(&tmp, &row, "2"),
+        tmp("x"),
+        row("x"),
         one = lit(1),
         zero = lit(0),
     );
     let fill = format!(
-        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n{}  }}\n}}\n",
+        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n{}{CLOSE}",
         head(true),
         walk(
-            "      sym_run[q] = sym_len[0]\n",
-            &format!("{seen}          sym_ci[base + sym_len[0]] = k\n          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))
+            &format!("      {} = sym_len[0]\n", run("q")),
+            &format!("{seen}          {} = k\n          sym_len[0] = sym_len[0] + {one}\n        }}\n", row("sym_len[0]"), one = lit(1))
         ),
         merges,
     );
