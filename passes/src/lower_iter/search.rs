@@ -96,11 +96,7 @@ impl Lowerer<'_> {
             bin(f, BinOp::Ge, target.clone(), int(0, dtype)),
             Expr::binary(BinOp::Lt, target.clone(), length),
         );
-        let stored = Expr::binary(
-            BinOp::And,
-            Expr::binary(BinOp::Lt, at.clone(), len),
-            bin(f, BinOp::Eq, probe(f, at.clone()), target),
-        );
+        let stored = holds(f, &at, len, target, probe);
         Search { stmts, pos: at, found: Some(Expr::binary(BinOp::And, inside, stored)) }
     }
 
@@ -135,14 +131,19 @@ impl Lowerer<'_> {
             });
             Search { stmts: vec![a1, store(low, vec![Expr::i32(0)], int(0, dtype)), scan], pos: at, found: None }
         };
-        let f = &self.out;
-        s.found = Some(Expr::binary(
-            BinOp::And,
-            Expr::binary(BinOp::Lt, s.pos.clone(), len),
-            bin(f, BinOp::Eq, probe(f, s.pos.clone()), target),
-        ));
+        s.found = Some(holds(&self.out, &s.pos, len, target, probe));
         pre.append(&mut s.stmts);
         s.stmts = pre;
         s
     }
+}
+
+/// Whether position `pos` of a row of `len` coordinates (`probe`) holds `target`: the exact
+/// check of a lookup's result (`pos < len` first, so the row is read only inside it).
+fn holds(f: &sparsec_ir::Func, pos: &Expr, len: Expr, target: Expr, probe: &dyn Fn(&sparsec_ir::Func, Expr) -> Expr) -> Expr {
+    Expr::binary(
+        BinOp::And,
+        Expr::binary(BinOp::Lt, pos.clone(), len),
+        bin(f, BinOp::Eq, probe(f, pos.clone()), target),
+    )
 }
