@@ -239,7 +239,7 @@ pub fn state_across_kernels(func: &Func) -> Result<Func, PlanError> {
             sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
                 bound |= matches!(&x.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(_)));
             });
-            threaded_store |= bound && stores(std::slice::from_ref(s), b);
+            threaded_store |= bound && sparsec_ir::written_buffers(std::slice::from_ref(s)).contains(&b);
         }
         if threaded_store {
             return unsupported(format!(
@@ -261,13 +261,6 @@ fn touches(stmts: &[Stmt], b: BufferId) -> bool {
             e.walk(&mut |x| hit |= matches!(x, Expr::Load(y, _) | Expr::AtomicAdd(y, _, _) if *y == b));
         }
     });
-    hit
-}
-
-/// Whether `stmts` store buffer `b`.
-fn stores(stmts: &[Stmt], b: BufferId) -> bool {
-    let mut hit = false;
-    sparsec_ir::walk_stmts(stmts, &mut |s| hit |= matches!(&s.kind, StmtKind::Store { buffer, .. } if *buffer == b));
     hit
 }
 

@@ -314,7 +314,6 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
         if fill {
             s.push_str(&format!("  buffer sym_ci = match_buffer({ci}, [{nnz_c}], {t})\n"));
         }
-
         s.push_str(&format!(
             "  buffer sym_bounds = alloc_buffer([{}], {t}, global)\n  let sym_total = {} - {}\n  let sym_chunks = {chunks}\n",
             CHUNKS + 1,
@@ -374,7 +373,7 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
     // B's rows are sorted (the verifier requires it of a product's members), so each adds a
     // sorted run (its columns not seen before, in order) starting at `sym_run[q]`; bottom-up
     // merges of the runs, `O(k log r)` for `k` columns from `r` rows, alternate between the
-    // row and `sym_tmp` (an empty run merges like any other).
+    // chunk's scratch rows `sym_t1` and `sym_t2` (an empty run merges like any other).
     let merges = format!(
         "    let nr = sym_ap[i + {one}] - sym_ap[i]\n    buffer sym_w = alloc_buffer([1], {t}, local)\n    buffer sym_par = alloc_buffer([1], {t}, local)\n    sym_w[0] = {one}\n    sym_par[0] = {zero}\n    while sym_w[0] < nr {{\n      let w = sym_w[0]\n      let w2 = w + min(w, nr - w)\n      for g in serial((nr - {one}) / w2 + {one}) {{\n        let r0 = g * w2\n        let lo = {}\n        let mid = select(r0 + min(w, nr - r0) < nr, {}, len)\n        let hi = select(r0 + min(w2, nr - r0) < nr, {}, len)\n        if sym_par[0] == {zero} {{\n{}        }} else {{\n{}        }}\n      }}\n      sym_par[0] = {one} - sym_par[0]\n      sym_w[0] = w2\n    }}\n    if sym_par[0] == {one} {{\n      for x in serial(len) {{\n        sym_ci[base + x] = {}\n      }}\n    }} else {{\n      for x in serial(len) {{\n        sym_ci[base + x] = {}\n      }}\n    }}\n",
         run("r0"),

@@ -1303,7 +1303,7 @@ fn nests(f: &Func) -> Vec<Nest> {
         let firsts = first_blocks(&l.body);
         let Some(first) = firsts.first() else { continue };
         // Blocks' iterator kinds are trusted; a store beside them (a position map's fill) is not.
-        let independent = firsts.iter().all(|b| drives_only_spatial(b, l.var)) && !stores_beside_blocks(f, &l.body);
+        let independent = firsts.iter().all(|b| drives_only_spatial(b, l.var)) && !stores_beside_blocks(&l.body);
         let atomic = firsts.len() == 1
             && first.attrs.get(sparsec_passes::ATOMIC_ATTR) == Some(&AttrValue::Bool(true))
             && first.init.is_none()
@@ -1335,8 +1335,8 @@ fn chain_depth(l: &sparsec_ir::For) -> usize {
 }
 
 /// Whether `body` stores, outside every block, to a buffer it does not allocate itself.
-fn stores_beside_blocks(f: &Func, body: &[Stmt]) -> bool {
-    fn rec(f: &Func, stmts: &[Stmt], own: &mut Vec<sparsec_ir::BufferId>) -> bool {
+fn stores_beside_blocks(body: &[Stmt]) -> bool {
+    fn rec(stmts: &[Stmt], own: &mut Vec<sparsec_ir::BufferId>) -> bool {
         let mut hit = false;
         for s in stmts {
             match &s.kind {
@@ -1345,14 +1345,14 @@ fn stores_beside_blocks(f: &Func, body: &[Stmt]) -> bool {
                 StmtKind::Store { buffer, .. } => hit |= !own.contains(buffer),
                 k => {
                     for child in k.child_lists() {
-                        hit |= rec(f, child, own);
+                        hit |= rec(child, own);
                     }
                 }
             }
         }
         hit
     }
-    rec(f, body, &mut Vec::new())
+    rec(body, &mut Vec::new())
 }
 
 /// Whether `e` loads from a buffer.

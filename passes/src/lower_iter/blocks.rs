@@ -61,17 +61,9 @@ impl Lowerer<'_> {
             let a = self.out.axes.iter().find(|(_, x)| x.name == name).map(|(h, _)| h);
             let a = a.ok_or_else(|| PassError::Internal(format!("workspace of unknown axis `{name}` verified")))?;
             let axis = self.out.axes[a].clone();
-            let map = self.out.buffers.append(sparsec_ir::Buffer {
-                name: self.namer.global(&format!("{}_map", axis.name)),
-                dtype: axis.idtype,
-                layout: sparsec_ir::Layout::Dense(vec![add(&self.out, axis.length.clone(), int(1, axis.idtype))]),
-                storage: sparsec_ir::Storage::Alloc(sparsec_ir::Scope::Global),
-                extra_storage: None,
-                default: None,
-                modes: None,
-                span: sparsec_ir::Span::NONE,
-            });
-            out.push(stmt(StmtKind::Alloc(map)));
+            let len = add(&self.out, axis.length.clone(), int(1, axis.idtype));
+            let (map, alloc) = self.alloc(&format!("{}_map", axis.name), axis.idtype, len, sparsec_ir::Scope::Global);
+            out.push(alloc);
             if axis.parent.is_none() {
                 out.extend(self.map_fill(a, map, &[]));
                 self.maps.push(super::PositionMap { axis: a, buffer: map, row: vec![] });

@@ -19,11 +19,16 @@ pub struct Search {
 
 impl Lowerer<'_> {
     pub(super) fn local_scalar(&mut self, base: &str, dtype: DType) -> (sparsec_ir::BufferId, Stmt) {
+        self.alloc(base, dtype, Expr::i32(1), Scope::Local)
+    }
+
+    /// A flat buffer of `len` elements in `scope`, named after `base`, and its allocation.
+    pub(super) fn alloc(&mut self, base: &str, dtype: DType, len: Expr, scope: Scope) -> (sparsec_ir::BufferId, Stmt) {
         let b = self.out.buffers.append(Buffer {
             name: self.namer.global(base),
             dtype,
-            layout: Layout::Dense(vec![Expr::i32(1)]),
-            storage: Storage::Alloc(Scope::Local),
+            layout: Layout::Dense(vec![len]),
+            storage: Storage::Alloc(scope),
             extra_storage: None,
             default: None,
             modes: None,
