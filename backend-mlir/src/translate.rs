@@ -1998,6 +1998,7 @@ impl<'c, 'f> Tr<'c, 'f> {
                 Some(sparsec_ir::AttrValue::Int(n)) if *n > 1 => {
                     Some(self.attr(&format!("#llvm.loop_annotation<unroll = #llvm.loop_unroll<count = {n} : i32>>"))?)
                 }
+                Some(sparsec_ir::AttrValue::Int(1)) => Some(self.attr("#llvm.loop_annotation<unroll = #llvm.loop_unroll<disable = true>>")?),
                 _ => None,
             };
             let attrs: Vec<(&str, Attribute<'c>)> = unroll.into_iter().map(|a| ("loop_annotation", a)).collect();

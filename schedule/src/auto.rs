@@ -556,7 +556,8 @@ pub const CPU_ROW_SUMS: i64 = 4;
 /// Where the innermost loop of block `name` walks a row's nonzeros (its extent reads a
 /// buffer) with nothing but the block inside: a copy of the loop for rows of at least
 /// `least` nonzeros (`specialize`) sums in `sums` partial sums, vectorized or unrolled
-/// ([`partial_sums`]); shorter rows keep one sum in order, which costs them less.
+/// ([`partial_sums`]); shorter rows keep one sum in order, which costs them less, in a
+/// rolled loop (`unroll_factor = 1`).
 fn long_row_partial_sums(sch: &mut Schedule, name: &str, least: i64, sums: i64, vector: bool) -> Result<()> {
     let refuse = || ScheduleError::NotAPerfectNest { primitive: "auto", block: name.into() };
     let b = sch.get_block(name)?;
@@ -567,7 +568,10 @@ fn long_row_partial_sums(sch: &mut Schedule, name: &str, least: i64, sums: i64, 
     if !reads_buffer(&l.extent) || !only_block {
         return Err(refuse());
     }
-    let [long, _] = sch.specialize(j, least)?;
+    let [long, short] = sch.specialize(j, least)?;
+    // The short rows' walk stays rolled: LLVM's unrolled copy and its remainder cost more
+    // set-up per row than a row of under `least` nonzeros saves.
+    sch.annotate(short, sparsec_ir::UNROLL_FACTOR_ATTR, AttrValue::Int(1))?;
     let (path, _) = sch.loop_path(sch.func(), long.0)?;
     let copy = match tree::get(&sch.func().body, &path) {
         Some(Stmt { kind: StmtKind::For(l), .. }) => first_blocks(&l.body).first().map(|b| b.name.clone()),
