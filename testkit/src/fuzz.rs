@@ -189,6 +189,18 @@ pub enum ColKind {
         /// See `a`.
         b: usize,
     },
+    /// `sparse_variable(JD, n, nnz, indptr, indices)`: the rows of a matrix whose rows are
+    /// the coordinates of `JD` (`n` rows, not `m`), a product's second factor.
+    RowsOfJd,
+    /// `sparse_variable(I, n, nnz, indptr, indices, pattern = product(J<a>, J<b>))`: the
+    /// pattern of a sparse product, which the run assembles; `J<a>` is a CSR axis of `I`,
+    /// `J<b>` a [`ColKind::RowsOfJd`].
+    Product {
+        /// The first factor's column axis `J<a>`.
+        a: usize,
+        /// The second factor's column axis `J<b>`.
+        b: usize,
+    },
 }
 
 impl ColKind {
@@ -196,11 +208,16 @@ impl ColKind {
     fn name(self) -> String {
         match self {
             ColKind::Assembled { union, a, b } => format!("assembled:{}:{a}:{b}", if union { "union" } else { "intersect" }),
+            ColKind::Product { a, b } => format!("product:{a}:{b}"),
             k => COL_NAMES.iter().find(|c| c.0 == k).expect("every plain kind").1.to_string(),
         }
     }
 
     fn parse(s: &str) -> Option<ColKind> {
+        if let Some(rest) = s.strip_prefix("product:") {
+            let (a, b) = rest.split_once(':')?;
+            return Some(ColKind::Product { a: a.parse().ok()?, b: b.parse().ok()? });
+        }
         if let Some(rest) = s.strip_prefix("assembled:") {
             let mut it = rest.split(':');
             let union = match it.next()? {
@@ -257,6 +274,11 @@ impl Prog {
             params.push("rowsi: handle".into());
             scalars.push("ki: i32".into());
         }
+        // `JD` first where a column axis is one of its children.
+        let jd_first = self.cols.contains(&ColKind::RowsOfJd);
+        if jd_first {
+            axes.push("  axis JD = dense_fixed(n)".into());
+        }
         for (t, k) in self.cols.iter().enumerate() {
             let rhs = match k {
                 ColKind::DenseFixed => "dense_fixed(n)".to_string(),
@@ -267,6 +289,8 @@ impl Prog {
                     let op = if *union { "union" } else { "intersect" };
                     format!("sparse_variable(I, n, nnz{t}, indptr{t}, indices{t}, pattern = {op}(J{a}, J{b}))")
                 }
+                ColKind::RowsOfJd => format!("sparse_variable(JD, n, nnz{t}, indptr{t}, indices{t})"),
+                ColKind::Product { a, b } => format!("sparse_variable(I, n, nnz{t}, indptr{t}, indices{t}, pattern = product(J{a}, J{b}))"),
             };
             axes.push(format!("  axis J{t} = {rhs}"));
             match k {
@@ -279,14 +303,16 @@ impl Prog {
                     params.push(format!("indices{t}: handle"));
                     scalars.push(format!("k{t}: i32"));
                 }
-                ColKind::SparseVariable | ColKind::Assembled { .. } => {
+                ColKind::SparseVariable | ColKind::Assembled { .. } | ColKind::RowsOfJd | ColKind::Product { .. } => {
                     params.push(format!("indptr{t}: handle"));
                     params.push(format!("indices{t}: handle"));
                     scalars.push(format!("nnz{t}: i32"));
                 }
             }
         }
-        axes.push("  axis JD = dense_fixed(n)".into());
+        if !jd_first {
+            axes.push("  axis JD = dense_fixed(n)".into());
+        }
         axes.push("  axis K = dense_fixed(f)".into());
         params.extend(scalars);
         let mut s = format!("func fuzz({}) {{\n", params.join(", "));
@@ -405,7 +431,8 @@ impl Data {
     }
 }
 
-const COL_NAMES: [(ColKind, &str); 4] = [
+const COL_NAMES: [(ColKind, &str); 5] = [
+    (ColKind::RowsOfJd, "rows_of_jd"),
     (ColKind::DenseFixed, "dense_fixed"),
     (ColKind::DenseVariable, "dense_variable"),
     (ColKind::SparseFixed, "sparse_fixed"),
@@ -455,8 +482,11 @@ pub fn parse_reproducer(text: &str) -> Result<(Vec<ColKind>, Data), String> {
             _ => return Err(format!("unknown field {k}")),
         }
     }
-    for l in text.lines().filter_map(|l| l.strip_prefix("# fuzz-rows")) {
-        let stored = d.stored_rows.as_ref().map_or(d.m, Vec::len);
+    for (t, l) in text.lines().filter_map(|l| l.strip_prefix("# fuzz-rows")).enumerate() {
+        let stored = match cols.get(t) {
+            Some(ColKind::RowsOfJd) => d.n,
+            _ => d.stored_rows.as_ref().map_or(d.m, Vec::len),
+        };
         let rows = if stored == 0 { vec![] } else { l.trim().split('|').map(|r| r.split(',').filter(|x| !x.is_empty()).map(|x| x.parse::<i32>().map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()).collect::<Result<Vec<_>, _>>()? };
         d.rows.push(rows);
     }
@@ -503,18 +533,21 @@ pub struct GenOptions {
     /// Sometimes an iterator over a CSR column axis becomes a co-iteration, `union` or
     /// `intersect` with another (a new one where the program has none; same stream).
     pub merges: bool,
+    /// Sometimes a sparse product (Gustavson's SpGEMM) into an assembled output: a CSR axis
+    /// of `I` times the rows of a matrix over `JD` (from a stream of its own).
+    pub products: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true, products: true }
     }
 }
 
 impl GenOptions {
     /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
     pub fn all() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true, products: true }
     }
 }
 
@@ -924,7 +957,8 @@ fn gen_rows(rng: &mut Rng, kind: ColKind, m: usize, n: usize) -> Vec<Vec<i32>> {
         (0..m).map(|r| c.indices()[c.indptr()[r] as usize..c.indptr()[r + 1] as usize].to_vec()).collect()
     };
     match kind {
-        ColKind::DenseFixed | ColKind::Assembled { .. } => vec![],
+        ColKind::DenseFixed | ColKind::Assembled { .. } | ColKind::Product { .. } => vec![],
+        ColKind::RowsOfJd => gen_rows(rng, ColKind::SparseVariable, n, n),
         ColKind::SparseVariable => {
             let seed = rng.next_u64();
             let c = match rng.below(5) {
@@ -1041,6 +1075,10 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
     if opts.merges && side.below(3) == 0 {
         co_iterate(&mut prog, &mut rows, &mut side, rows_of, n);
     }
+    let mut own = Rng::new(seed ^ 0x2545_f491_4f6c_dd1d);
+    if opts.products && !prog.sparse_rows && own.below(5) == 0 {
+        multiply(&mut prog, &mut rows, &mut own, m, n);
+    }
     Case { seed, prog, data: Data { m, n, f, rows, stored_rows, seed: vseed, finite: !opts.non_finite } }
 }
 
@@ -1156,6 +1194,54 @@ fn assemble(prog: &mut Prog, rows: &mut Vec<Vec<Vec<i32>>>, union: bool, a: usiz
     });
 }
 
+/// Adds a sparse product `P<t> = A · Q<b>` over a new assembled axis `J<t>` of pattern
+/// `product(J<a>, J<b>)`: `J<a>` a CSR axis of `I` (a new one where the program has none),
+/// `J<b>` new rows over `JD`, and a last iteration `[I, J<a>, attach(J<b>, J<a>)]` adding
+/// `left * Q<b>[j, k]` at `P<t>[i, k]`, `left` a pool value at `(i, j)`, `j`, `i` or a literal.
+fn multiply(prog: &mut Prog, rows: &mut Vec<Vec<Vec<i32>>>, rng: &mut Rng, m: usize, n: usize) {
+    let csr: Vec<usize> = (0..prog.cols.len()).filter(|&t| prog.cols[t] == ColKind::SparseVariable).collect();
+    let a = match csr.as_slice() {
+        [] => {
+            prog.cols.push(ColKind::SparseVariable);
+            rows.push(gen_rows(rng, ColKind::SparseVariable, m, n));
+            prog.cols.len() - 1
+        }
+        c => c[rng.below(c.len())],
+    };
+    prog.cols.push(ColKind::RowsOfJd);
+    rows.push(gen_rows(rng, ColKind::RowsOfJd, m, n));
+    let b = prog.cols.len() - 1;
+    prog.bufs.push(Buf { name: format!("Q{b}"), axes: vec!["JD".into(), format!("J{b}")], ty: Ty::F32, default: None, alloc: false });
+    prog.cols.push(ColKind::Product { a, b });
+    rows.push(vec![vec![]; m]);
+    let t = prog.cols.len() - 1;
+    let out = format!("P{t}");
+    prog.bufs.push(Buf { name: out.clone(), axes: vec!["I".into(), format!("J{t}")], ty: Ty::F32, default: None, alloc: false });
+    let (i, j, k) = (format!("pi{t}"), format!("pj{t}"), format!("pk{t}"));
+    let load = |buf: &str, idx: &[&str]| Expr { head: Head::Load(buf.into()), args: idx.iter().map(|v| Expr::var(v)).collect(), ty: Ty::F32 };
+    // The left factor: an f32 parameter over `[I, J<a>]`, `[JD]` or `[I]`, or a literal.
+    let mut lefts = vec![Expr::lit("0.5", Ty::F32)];
+    for buf in prog.bufs.iter().filter(|x| x.ty == Ty::F32 && !x.alloc) {
+        match buf.axes.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            ["I", x] if *x == format!("J{a}") => lefts.push(load(&buf.name, &[&i, &j])),
+            ["JD"] => lefts.push(load(&buf.name, &[&j])),
+            ["I"] => lefts.push(load(&buf.name, &[&i])),
+            _ => {}
+        }
+    }
+    let left = lefts[rng.below(lefts.len())].clone();
+    let product = Expr { head: Head::Bin("*"), args: vec![left, load(&format!("Q{b}"), &[&j, &k])], ty: Ty::F32 };
+    let value = Expr { head: Head::Bin("+"), args: vec![load(&out, &[&i, &k]), product], ty: Ty::F32 };
+    prog.iters.push(SpIter {
+        name: format!("product{t}"),
+        axes: vec![vec!["I".into()], vec![format!("J{a}")], vec![format!("attach(J{b}, J{a})")]],
+        kinds: "SRS".into(),
+        vars: vec![i.clone(), j, k.clone()],
+        init: vec![],
+        body: vec![Item::Store(Store { buf: out, idx: vec![Expr::var(&i), Expr::var(&k)], value })],
+    });
+}
+
 /// Transcendental intrinsics: correctly rounded by the interpreter, within a few ulp on GPUs
 /// (WGSL's `tanh(16.0)` may be `0.99999994`), so compared with a tolerance; and `fma`, which
 /// WGSL lets an implementation round twice.
@@ -1230,13 +1316,13 @@ pub fn build_args(func: &Func, cols: &[ColKind], d: &Data) -> Result<Args, Strin
                 args.int(format!("k{t}"), rows.first().map_or(0, |r| r.len()) as i64);
                 args.array(format!("indices{t}"), indices);
             }
-            ColKind::SparseVariable => {
+            ColKind::SparseVariable | ColKind::RowsOfJd => {
                 args.int(format!("nnz{t}"), *indptr.last().unwrap() as i64);
                 args.array(format!("indptr{t}"), i32s(indptr));
                 args.array(format!("indices{t}"), indices);
             }
             // The run assembles it, and the buffers over it.
-            ColKind::Assembled { .. } => {}
+            ColKind::Assembled { .. } | ColKind::Product { .. } => {}
         }
     }
     let mut rng = Rng::new(d.seed);
@@ -2080,8 +2166,10 @@ fn shrinks(c: &Case) -> Vec<Case> {
                 }
                 None => m,
             };
-            for r in &mut c2.data.rows {
-                r.truncate(keep);
+            for (k, r) in c2.prog.cols.iter().zip(&mut c2.data.rows) {
+                if *k != ColKind::RowsOfJd {
+                    r.truncate(keep);
+                }
             }
             true
         }));
@@ -2090,8 +2178,8 @@ fn shrinks(c: &Case) -> Vec<Case> {
     for r in 0..d.stored_rows.as_ref().map_or(0, Vec::len) {
         out.extend(with(&|c2| {
             c2.data.stored_rows.as_mut().expect("sparse rows").remove(r);
-            for rows in &mut c2.data.rows {
-                if r < rows.len() {
+            for (k, rows) in c2.prog.cols.iter().zip(&mut c2.data.rows) {
+                if *k != ColKind::RowsOfJd && r < rows.len() {
                     rows.remove(r);
                 }
             }
@@ -2116,6 +2204,10 @@ fn shrinks(c: &Case) -> Vec<Case> {
                     let kk = rows.iter().map(Vec::len).min().unwrap_or(0);
                     rows.iter_mut().for_each(|r| r.truncate(kk));
                 }
+                // `JD`'s rows are the columns.
+                if *k == ColKind::RowsOfJd {
+                    rows.truncate(c2.data.n);
+                }
             }
             true
         }));
@@ -2127,7 +2219,7 @@ fn shrinks(c: &Case) -> Vec<Case> {
                     let kind = c2.prog.cols[t];
                     let row = &mut c2.data.rows[t][r];
                     match kind {
-                        ColKind::SparseVariable => {
+                        ColKind::SparseVariable | ColKind::RowsOfJd => {
                             row.remove(x);
                             true
                         }
@@ -2182,13 +2274,14 @@ mod tests {
 
     #[test]
     fn the_generator_makes_sparse_outputs_that_verify_and_round_trip() {
-        let mut found = 0;
+        let (mut found, mut products) = (0, 0);
         for seed in 0..3000 {
             let case = generate(seed);
-            if !case.prog.cols.iter().any(|k| matches!(k, ColKind::Assembled { .. })) {
+            if !case.prog.cols.iter().any(|k| matches!(k, ColKind::Assembled { .. } | ColKind::Product { .. })) {
                 continue;
             }
             found += 1;
+            products += usize::from(case.prog.cols.iter().any(|k| matches!(k, ColKind::Product { .. })));
             let text = to_reproducer(&case);
             let f = sparsec::ir::text::parse_func("t.sptir", &text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
             assert!(!sparsec::passes::assemble::assembled_axes(&f).is_empty(), "seed {seed}");
@@ -2198,7 +2291,27 @@ mod tests {
                 assert_eq!(data.rows[t], case.data.rows[t], "seed {seed}: rows of J{t} ({k:?})");
             }
         }
-        assert!(found >= 30, "{found} sparse outputs in 3000 seeds");
+        assert!(found >= 30 && products >= 30, "{found} sparse outputs, {products} products, in 3000 seeds");
+    }
+
+    /// Generated products run: at every stage on the interpreter their output agrees, and
+    /// few of them fail everywhere (a pool value that is NaN or out of range, as elsewhere).
+    #[test]
+    fn generated_products_run_and_agree_at_every_stage() {
+        let runner = super::Runner::default();
+        let (mut agree, mut failed) = (0, 0);
+        for seed in 0..1500 {
+            let case = generate(seed);
+            if !case.prog.cols.iter().any(|k| matches!(k, ColKind::Product { .. })) {
+                continue;
+            }
+            match runner.check(&case) {
+                super::Outcome::Agree => agree += 1,
+                super::Outcome::AllFailed(_) => failed += 1,
+                o => panic!("seed {seed}: {o:?}\n{}", to_reproducer(&case)),
+            }
+        }
+        assert!(agree >= 100 && failed * 3 <= agree, "{agree} products agree, {failed} fail everywhere");
     }
 
     #[test]

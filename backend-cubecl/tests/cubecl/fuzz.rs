@@ -91,7 +91,7 @@ fn random_programs_agree_with_the_interpreter() {
     let random = (first..first + cases).map(|s| (s, GenOptions { non_finite: s % 4 == 0, ..base }));
     // Regressions replay the cases their seeds gave when they were found (no sparse or padded rows then).
     let regressions =
-        REGRESSIONS.iter().map(|&(s, nf)| (s, GenOptions { non_finite: nf, sparse_rows: false, padded_rows: false, ..GenOptions::default() }));
+        REGRESSIONS.iter().map(|&(s, nf)| (s, GenOptions { non_finite: nf, sparse_rows: false, padded_rows: false, products: false, ..GenOptions::default() }));
     for (seed, opts) in random.take_while(|_| budget.is_none_or(|b| start.elapsed() < b)).chain(regressions) {
         ran += 1;
         // Every non-finite value is refused on wgpu: three cases in four are finite programs.
