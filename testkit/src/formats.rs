@@ -62,6 +62,7 @@ const PAIR_PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
     ("sparse_mul", 2, &[], "c"),
     ("sparse_sddmm", 2, &[("feat", "3")], "c"),
     ("spgemm", 2, &[], "c"),
+    ("masked_spgemm", 2, &[], "c"),
 ];
 
 /// A second operand for `t` written into `dir`: about half of `t`'s entries (other values)
@@ -267,6 +268,19 @@ fn pair_reference(stem: &str, a: &Tensor<i64, f64>, b: &Tensor<i64, f64>, args: 
             c
         }
         "coiter_dot" => vec![ma.iter().filter_map(|(k, v)| mb.get(k).map(|w| v * w)).sum()],
+        "masked_spgemm" => {
+            // At each coordinate of A's pattern (the mask), in CSR order: row i of A times
+            // column k of B.
+            return (
+                ma.keys()
+                    .map(|k| {
+                        let row = ma.range(vec![k[0], i64::MIN]..=vec![k[0], i64::MAX]);
+                        row.filter_map(|(ka, v)| mb.get(&vec![ka[1], k[1]]).map(|w| v * w)).sum::<f64>() as f32
+                    })
+                    .collect(),
+                vec![],
+            );
+        }
         "sparse_add" | "sparse_mul" | "sparse_sddmm" | "spgemm" => {
             // The BTreeMaps iterate row by row, columns ascending: CSR order.
             let mut c: BTreeMap<&Vec<i64>, f64> = BTreeMap::new();
@@ -341,13 +355,17 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
             let a = entries(&path);
             // A dense output of every row and column stays small; A·B needs a square A (its
             // partner has A's shape) and stays at a size the interpreter multiplies quickly.
-            let product = stem == "spgemm" && (a.dims()[0] != a.dims()[1] || a.nnz() > 40_000);
+            let product = matches!(stem, "spgemm" | "masked_spgemm") && (a.dims()[0] != a.dims()[1] || a.nnz() > 40_000);
             if a.nnz() > max_nnz || product || (stem == "coiter_add" && a.dims().iter().product::<usize>() > 1 << 22) {
                 continue;
             }
             let other = partner(dir, &name, &a);
             let b = entries(&other);
-            let files = [("A", path.clone()), ("B", other)];
+            let mut files = vec![("A", path.clone()), ("B", other)];
+            if stem == "masked_spgemm" {
+                // The mask: A's own pattern (C = A ⊙ (A·B)).
+                files.push(("C", path.clone()));
+            }
             let spec = RunSpec {
                 matrices: files.iter().map(|(k, p)| (k.to_string(), p.clone())).collect(),
                 scalars: scalars.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
