@@ -234,7 +234,8 @@ pub type Attrs = IndexMap<String, AttrValue>;
 
 /// Annotation of a serial loop: compiled code runs this many iterations per trip where the
 /// trip count allows (LLVM's `llvm.loop.unroll.count`), so their loads overlap; 1 keeps it
-/// rolled (`llvm.loop.unroll.disable`). A hint to code generation; the meaning of the loop is unchanged, and the interpreter ignores it.
+/// rolled (`llvm.loop.unroll.disable`). A hint to code generation; the meaning of the loop
+/// is unchanged, and the interpreter ignores it.
 pub const UNROLL_FACTOR_ATTR: &str = "unroll_factor";
 
 /// Key prefix of a sparse iteration's workspace attribute: `"workspace.KC" = "position_map"`
