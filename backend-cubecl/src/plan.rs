@@ -188,7 +188,8 @@ pub fn plan(func: &Func) -> Result<ProgramPlan, PlanError> {
 /// the kernels between had changed it), read where the variable was; a top-level `local`
 /// buffer that one statement writes and another reads becomes global (every kernel would
 /// otherwise start from a fresh one; `insert_checks` keeps a checked `let`'s value in one).
-/// Such a buffer stored under a thread-bound loop is refused: its units would share it.
+/// Such a buffer stored by a statement holding thread-bound loops is refused: its units would
+/// share it.
 pub fn state_across_kernels(func: &Func) -> Result<Func, PlanError> {
     let mut f = func.clone();
     let body = std::mem::take(&mut f.body);
@@ -233,14 +234,8 @@ pub fn state_across_kernels(func: &Func) -> Result<Func, PlanError> {
         }
     }
     for b in shared {
-        let mut threaded_store = false;
-        for s in &f.body {
-            let mut bound = false;
-            sparsec_ir::walk_stmts(std::slice::from_ref(s), &mut |x| {
-                bound |= matches!(&x.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(_)));
-            });
-            threaded_store |= bound && sparsec_ir::written_buffers(std::slice::from_ref(s)).contains(&b);
-        }
+        let threaded_store =
+            f.body.iter().any(|s| sparsec_ir::has_bound_loop(s) && sparsec_ir::written_buffers(std::slice::from_ref(s)).contains(&b));
         if threaded_store {
             return unsupported(format!(
                 "top-level local buffer `{}` passes a value between kernels and is stored under thread-bound loops",

@@ -650,20 +650,22 @@ pub fn has_thread_loop(s: &Stmt) -> bool {
     hit
 }
 
+/// Whether `s` holds a loop bound to a thread or block index.
+pub fn has_bound_loop(s: &Stmt) -> bool {
+    let mut hit = false;
+    walk_stmts(std::slice::from_ref(s), &mut |x| hit |= matches!(&x.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(_))));
+    hit
+}
+
 /// How a Stage-III function's top-level statements split into GPU kernels: each statement
 /// holding a loop bound to a thread or block index is one kernel; each maximal run of
 /// statements without one is one more (launched on a single unit). Backends and reports
 /// name kernel `k` of `f` as `{f}_kernel{k}` in this order.
 pub fn kernel_ranges(f: &Func) -> Vec<std::ops::Range<usize>> {
-    let bound = |s: &Stmt| {
-        let mut hit = false;
-        walk_stmts(std::slice::from_ref(s), &mut |x| hit |= matches!(&x.kind, StmtKind::For(l) if matches!(l.kind, ForKind::Thread(_))));
-        hit
-    };
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
     let mut open: Option<usize> = None;
     for (i, s) in f.body.iter().enumerate() {
-        if !bound(s) {
+        if !has_bound_loop(s) {
             open.get_or_insert(i);
             continue;
         }

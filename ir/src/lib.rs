@@ -32,7 +32,7 @@ pub mod verify;
 pub use arena::{Arena, Handle};
 pub use expr::{BinOp, Expr, Intrinsic, UnOp};
 pub use func::{
-    fill_spans, has_thread_loop, kernel_ranges, map_exprs_deep, needs_barrier, repeated_update, scope_across_units, threads_exchange, walk_stmts, writes_beside_thread_loops, RepeatedUpdate, AttrValue, Attrs, Axis, AxisId, AxisPattern, Block, BlockIter, Buffer, BufferId, For, Func,
+    fill_spans, has_bound_loop, has_thread_loop, kernel_ranges, map_exprs_deep, needs_barrier, repeated_update, scope_across_units, threads_exchange, walk_stmts, writes_beside_thread_loops, RepeatedUpdate, AttrValue, Attrs, Axis, AxisId, AxisPattern, Block, BlockIter, Buffer, BufferId, For, Func,
     Layout, MergeOp, Module, PatternOp, Param, ParamId, ParamKind, Region, RegionRange, SpIter, SpIterAxis, Stmt,
     StmtKind, Storage, Var, VarId, MAX_WHILE_ITERATIONS, POSITION_MAP, UNROLL_FACTOR_ATTR, WORKSPACE_ATTR, written_buffers,
 };
