@@ -8,7 +8,7 @@
 //! fills the rest.
 
 use crate::driver::{DriverError, Plan};
-use sparsec_passes::assemble::Phase;
+use sparsec_passes::assemble::{Phase, Units};
 use sparsec_ir::data::{Args, Array};
 use sparsec_ir::{AxisId, DType, Expr, Func, Layout, Stage, Storage};
 
@@ -49,14 +49,22 @@ pub fn missing(func: &Func, args: &Args) -> Vec<AxisId> {
 /// The programs of the symbolic phase of Stage-I `func` ([`sparsec_passes::assemble::symbolic_phases`]),
 /// each as written and as it runs: a Stage-I one lowered to `stage` the way `plan` lowers the
 /// program (a default schedule schedules it too; a trace is the program's, so it runs
-/// plain), a Stage-III one as it is. Empty where `func` assembles nothing.
-pub fn phases(func: &Func, plan: &Plan, stage: Stage) -> Result<Vec<(Phase, Func)>, DriverError> {
+/// plain), a Stage-III one as it is, its rows spread over a GPU's units where `gpu`
+/// ([`Units`]). Empty where `func` assembles nothing.
+pub fn phases(func: &Func, plan: &Plan, stage: Stage, gpu: bool) -> Result<Vec<(Phase, Func)>, DriverError> {
     let plan = match plan {
         Plan::Auto(a) => Plan::Auto(*a),
         Plan::Plain | Plan::Trace(_) => Plan::Plain,
     };
+    // On a GPU a product's rows spread over its units, in blocks as the default GPU schedule
+    // makes them; elsewhere they run in the chunks of a `parallel` loop.
+    let units = match &plan {
+        Plan::Auto(crate::driver::AutoSchedule::Gpu { threads }) if gpu => Units::Gpu { threads: *threads },
+        _ if gpu => Units::Gpu { threads: crate::driver::GPU_THREADS },
+        _ => Units::Parallel,
+    };
     let mut out = Vec::new();
-    for phase in sparsec_passes::assemble::symbolic_phases(func)? {
+    for phase in sparsec_passes::assemble::symbolic_phases(func, units)? {
         let lowered = match (&plan, phase.func.stage) {
             (_, s) if s >= stage => phase.func.clone(),
             (Plan::Plain, _) => crate::driver::lower(&phase.func, stage)?,

@@ -73,6 +73,11 @@ pub trait Backend {
     fn checks_indices(&self) -> bool {
         false
     }
+    /// Whether it runs programs on the units of a GPU: the programs generated for it (a
+    /// sparse output's symbolic phase) then spread their work over thread-bound loops.
+    fn gpu(&self) -> bool {
+        false
+    }
     /// Compiles `f` (Stage III; any stage for the interpreter). Its axes record the sparse
     /// structure of the arguments, which [`run`] has checked before any run.
     fn compile(&self, f: &Func) -> Result<Box<dyn Compiled>, String>;
@@ -156,7 +161,7 @@ pub fn prepare<'a>(
     if !crate::assembly::missing(stage1, args).is_empty() {
         let count_args = crate::assembly::count_args(stage1, args)?;
         let mut phases = Vec::new();
-        for (phase, lowered) in crate::assembly::phases(stage1, plan, lowered.stage)? {
+        for (phase, lowered) in crate::assembly::phases(stage1, plan, lowered.stage, backend.gpu())? {
             let mut sites = None;
             let program = match (backend.checks_indices(), phase.func.stage) {
                 (true, _) => lowered,

@@ -360,6 +360,9 @@ pub enum AutoSchedule {
     },
 }
 
+/// Units per block of the default GPU schedule (`--auto gpu`).
+pub const GPU_THREADS: i64 = 128;
+
 /// How a function is scheduled on its way down to Stage III.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Plan {

@@ -59,20 +59,24 @@ fn spgemm_with_a_position_map_equals_the_search_at_every_stage() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// SpGEMM's symbolic programs run their chunks of rows in a `parallel` loop: the loop's proof
-/// (`check_loop_kinds`, what a hand-written Stage-III program must pass before it runs on a
-/// backend) holds, each chunk writing its own rows and its own row of each workspace.
+/// SpGEMM's symbolic programs run their chunks of rows in a `parallel` loop, or on a GPU
+/// bound to `blockIdx.x × threadIdx.x`: the loops' proof (`check_loop_kinds`, what a
+/// hand-written Stage-III program must pass before it runs on a backend) holds, each chunk
+/// writing its own rows and its own row of each workspace.
 #[test]
 fn spgemm_symbolic_programs_prove_their_chunk_loops() {
+    use sparsec::passes::assemble::Units;
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/formats/spgemm.sptir");
     let f = sparsec::ir::text::parse_func("spgemm.sptir", &std::fs::read_to_string(path).unwrap()).unwrap();
-    let phases = sparsec::passes::assemble::symbolic_phases(&f).unwrap();
-    assert_eq!(phases.len(), 2);
-    for ph in &phases {
-        let text = sparsec::ir::text::print_func(&ph.func);
-        assert!(text.contains("for sym_p in parallel(sym_chunks)"), "{text}");
-        if let Err((_, e)) = sparsec::schedule::check_loop_kinds(&ph.func) {
-            panic!("{}: {e}\n{text}", ph.func.name);
+    for (units, lp) in [(Units::Parallel, "for sym_p in parallel(sym_chunks)"), (Units::Gpu { threads: 128 }, "for sym_t in threadIdx.x(")] {
+        let phases = sparsec::passes::assemble::symbolic_phases(&f, units).unwrap();
+        assert_eq!(phases.len(), 2);
+        for ph in &phases {
+            let text = sparsec::ir::text::print_func(&ph.func);
+            assert!(text.contains(lp), "{text}");
+            if let Err((_, e)) = sparsec::schedule::check_loop_kinds(&ph.func) {
+                panic!("{}: {e}\n{text}", ph.func.name);
+            }
         }
     }
 }

@@ -13,9 +13,6 @@ use sparsec_schedule::Trace;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-/// Units per block of the default GPU schedule.
-const GPU_THREADS: i64 = 128;
-
 /// `--auto` values: the default schedules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Auto {
@@ -29,7 +26,7 @@ impl Auto {
     fn schedule(self) -> AutoSchedule {
         match self {
             Auto::Cpu => AutoSchedule::Cpu,
-            Auto::Gpu => AutoSchedule::Gpu { threads: GPU_THREADS },
+            Auto::Gpu => AutoSchedule::Gpu { threads: driver::GPU_THREADS },
         }
     }
 }
@@ -160,6 +157,9 @@ impl Runner for CubeclWgpu {
     fn name(&self) -> &str {
         "cubecl-wgpu"
     }
+    fn gpu(&self) -> bool {
+        true
+    }
     fn compile(&self, f: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
         let program = sparsec_backend_cubecl::compile(f).map_err(|e| e.to_string())?;
         Ok(Box::new(CubeclProgram(program)))
@@ -191,6 +191,9 @@ struct CudaProgram(Func);
 impl Runner for CubeclCuda {
     fn name(&self) -> &str {
         "cubecl-cuda"
+    }
+    fn gpu(&self) -> bool {
+        true
     }
     fn compile(&self, f: &Func) -> std::result::Result<Box<dyn Compiled>, String> {
         Ok(Box::new(CudaProgram(f.clone())))

@@ -209,35 +209,54 @@ pub struct Phase {
     pub counts: bool,
 }
 
+/// How a product's symbolic programs spread the rows of its pattern over units of work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    /// Up to 32 chunks of rows under a `parallel` loop (the threads of a CPU; on a GPU one
+    /// unit runs them all).
+    Parallel,
+    /// Many small chunks bound to `blockIdx.x × threadIdx.x`, up to `threads` a block.
+    Gpu {
+        /// Units per block at most.
+        threads: i64,
+    },
+}
+
 /// Every program of the symbolic phase of Stage-I `f`, in order: the counts of its union
 /// and intersection axes ([`count_function`]), then for each product axis a program that
-/// counts its rows and one that writes and sorts its coordinates (`product_phases`).
-pub fn symbolic_phases(f: &Func) -> Result<Vec<Phase>, PassError> {
+/// counts its rows and one that writes and sorts its coordinates (`product_phases`), their
+/// rows spread over `units`.
+pub fn symbolic_phases(f: &Func, units: Units) -> Result<Vec<Phase>, PassError> {
     let mut out: Vec<Phase> = count_function(f)?.into_iter().map(|func| Phase { func, counts: true }).collect();
     for a in assembled_axes(f) {
         if f.axes[a].pattern.as_ref().is_some_and(|pt| pt.op == sparsec_ir::PatternOp::Product) {
-            out.extend(product_phases(f, a)?);
+            out.extend(product_phases(f, a, units)?);
         }
     }
     Ok(out)
 }
 
 /// The two Stage-III programs of product axis `a` (`pattern = product(JA, KB)`), Gustavson's
-/// symbolic SpGEMM. Rows run in chunks balanced by A's nonzeros under a `parallel` loop, one
-/// after another within a chunk, and each chunk has its own row of every workspace (a mark
-/// per coordinate holding the last row that saw it, so nothing is cleared between rows):
-/// the first counts the distinct coordinates of each row into `indptr[r + 1]`; the second
-/// collects them and sorts each row: each of B's rows (sorted) adds a sorted run, and
-/// bottom-up merges of the runs between two scratch rows of `p` sort the row (`O(k log r)`
-/// for `k` columns from `r` rows), which is then copied out from `indptr[r]` on.
-fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
-    // Most chunks of rows, and least nonzeros of A per chunk (about 2 µs of a row's work).
+/// symbolic SpGEMM. Rows run in chunks balanced by A's nonzeros, each chunk in a unit of
+/// its own (`units`), one row after another within a chunk; each chunk finds its rows by
+/// two binary searches over A's row pointer and has its own row of the mark workspace (a
+/// mark per coordinate holding the last row that saw it, so nothing is cleared between
+/// rows). The first counts the distinct coordinates of each row into `indptr[r + 1]`; the
+/// second collects them and sorts each row: each of B's rows (sorted) adds a sorted run
+/// (where it starts is kept at the A entry's position), and bottom-up merges of the runs
+/// between the row's own stretch of the coordinates and of a scratch array as long (`O(k
+/// log r)` for `k` columns from `r` rows) leave it sorted in the coordinates.
+fn product_phases(f: &Func, a: AxisId, units: Units) -> Result<Vec<Phase>, PassError> {
+    // CPU: most chunks of rows, and least nonzeros of A per chunk (about 2 µs of a row's
+    // work); the workspaces stay within this many times the input arrays.
     const CHUNKS: i64 = 32;
     const GRAIN: i64 = 1024;
-    // The chunks' workspaces stay within this many times the input arrays.
     const WORKSPACES: i64 = 4;
-    // Closes a row, its chunk's block and loop, and the function.
-    const CLOSE: &str = "  }\n  }\n  }\n}\n";
+    // GPU: least nonzeros of A per unit; the workspaces stay within this many times the
+    // inputs, or this many elements where that is more (the units a GPU needs busy).
+    const GPU_GRAIN: i64 = 16;
+    const GPU_WORKSPACES: i64 = 16;
+    const GPU_WORKSPACE_FLOOR: i64 = 1 << 24;
     let ax = &f.axes[a];
     let bad = |what: &str| PassError::Internal(format!("product axis `{}`: {what}", ax.name));
     let pt = ax.pattern.as_ref().ok_or_else(|| bad("no pattern"))?;
@@ -280,21 +299,50 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             one = lit(1)
         )
     };
-    // Chunks of rows balanced by A's nonzeros: at most CHUNKS, of at least GRAIN of them,
-    // and no more than keep their workspaces (the fill's three of `p` and one of `n + 1`)
-    // within WORKSPACES times the inputs and their sizes within the index type; from the
-    // scalar parameters alone, which size the workspaces.
+    // Chunks balanced by A's nonzeros, as many as the units allow and no more than keep
+    // their workspaces (the count's mark of `p`; the fill's mark and two scratch rows of `p`
+    // and runs of `n + 1`) within a multiple of the inputs and their sizes within the index
+    // type; from the scalar parameters alone, which size the workspaces and the launch. The
+    // chunks, and on a GPU the units of a block and the blocks.
     let i64 = |x: &str| format!("cast(i64, {x})");
-    let per_chunk = format!("max(3i64 * {} + {} + 1i64, 1i64)", i64(&p), i64(&n));
-    let chunks = format!(
-        "cast({t}, max(1i64, min(min({CHUNKS}i64, {} // {GRAIN}i64), min({WORKSPACES}i64 * ({} + {}), {}) // {per_chunk})))",
-        i64(&nnz_a),
-        i64(&nnz_a),
-        i64(&nnz_b),
-        if t == sparsec_ir::DType::I64 { "9223372036854775807i64" } else { "2147483647i64" },
-    );
+    let limit = if t == sparsec_ir::DType::I64 { "9223372036854775807i64" } else { "2147483647i64" };
+    let inputs = format!("({} + {})", i64(&nnz_a), i64(&nnz_b));
+    let layout = |fill: bool| {
+        let per_chunk = if fill {
+            format!("max(3i64 * {} + {} + 1i64, 1i64)", i64(&p), i64(&n))
+        } else {
+            format!("max({}, 1i64)", i64(&p))
+        };
+        let room = |budget: String| format!("min({budget}, {limit}) // {per_chunk}");
+        match units {
+            Units::Parallel => (
+                format!("cast({t}, max(1i64, min(min({CHUNKS}i64, {} // {GRAIN}i64), {})))", i64(&nnz_a), room(format!("{WORKSPACES}i64 * {inputs}"))),
+                None,
+            ),
+            Units::Gpu { threads } => {
+                let threads = threads.max(2);
+                // Two units at least: lavapipe cut the loops of this kernel short when it was
+                // launched on a single unit (a 1×1 matrix).
+                let wanted = format!("max(2i64, min(({} + {}i64) // {GPU_GRAIN}i64, {}))", i64(&nnz_a), GPU_GRAIN - 1, room(format!("max({GPU_WORKSPACES}i64 * {inputs}, {GPU_WORKSPACE_FLOOR}i64)")));
+                let block = format!("min({threads}i64, {wanted})");
+                let blocks = format!("({wanted}) // ({block})");
+                (format!("cast({t}, ({blocks}) * ({block}))"), Some((format!("cast({t}, {block})"), format!("cast({t}, {blocks})"))))
+            }
+        }
+    };
     // Chunk `vp`'s row of workspace `buf` at `x`.
     let ws = |buf: &str, x: &str| format!("{buf}[vp, {x}]");
+    // The first row whose nonzeros of A before it reach `target` (an i64), as `name`.
+    let search = |name: &str, target: &str| {
+        format!(
+            "    buffer {name}_low = alloc_buffer([1], {t}, local)\n    buffer {name}_high = alloc_buffer([1], {t}, local)\n    {name}_low[0] = {zero}\n    {name}_high[0] = {m}\n    while {name}_low[0] < {name}_high[0] {{\n      let {name}_mid = {name}_low[0] + ({name}_high[0] - {name}_low[0]) // {two}\n      if {} - {} < {target} {{\n        {name}_low[0] = {name}_mid + {one}\n      }} else {{\n        {name}_high[0] = {name}_mid\n      }}\n    }}\n    let {name} = {name}_low[0]\n",
+            i64(&format!("sym_ap[{name}_mid]")),
+            i64("sym_ap[0]"),
+            zero = lit(0),
+            one = lit(1),
+            two = lit(2),
+        )
+    };
     let head = |fill: bool| {
         let mut params = vec![ap.clone(), ai.clone(), bp.clone(), bi.clone(), cp.clone()];
         if fill {
@@ -314,12 +362,7 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
         if fill {
             s.push_str(&format!("  buffer sym_ci = match_buffer({ci}, [{nnz_c}], {t})\n"));
         }
-        s.push_str(&format!(
-            "  buffer sym_bounds = alloc_buffer([{}], {t}, global)\n  let sym_total = {} - {}\n  let sym_chunks = {chunks}\n",
-            CHUNKS + 1,
-            i64(&format!("sym_ap[{m}]")),
-            i64("sym_ap[0]"),
-        ));
+        let (chunks, launch) = layout(fill);
         s.push_str(&format!("  buffer sym_mark = alloc_buffer([{chunks}, {p}], {t}, global)\n"));
         if fill {
             for b in ["sym_t1", "sym_t2"] {
@@ -327,29 +370,37 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
             }
             s.push_str(&format!("  buffer sym_run = alloc_buffer([{chunks}, {n} + {}], {t}, global)\n", lit(1)));
         }
-        s.push_str(&format!(
-            "  sym_bounds[0] = {zero}\n  for sym_c in serial(sym_chunks - {one}) {{\n    buffer sym_low = alloc_buffer([1], {t}, local)\n    buffer sym_high = alloc_buffer([1], {t}, local)\n    sym_low[0] = {zero}\n    sym_high[0] = {m}\n    while sym_low[0] < sym_high[0] {{\n      let sym_mid = sym_low[0] + (sym_high[0] - sym_low[0]) // {two}\n      if {} - {} < cast(i64, sym_c + {one}) * sym_total // cast(i64, sym_chunks) {{\n        sym_low[0] = sym_mid + {one}\n      }} else {{\n        sym_high[0] = sym_mid\n      }}\n    }}\n    sym_bounds[sym_c + {one}] = min({m}, max(sym_bounds[sym_c], sym_low[0]))\n  }}\n  sym_bounds[sym_chunks] = {m}\n",
-            i64("sym_ap[sym_mid]"),
-            i64("sym_ap[0]"),
-            zero = lit(0),
-            one = lit(1),
-            two = lit(2),
-        ));
+        // The row total and the chunks, before the chunks' loop on a CPU; on a GPU in each
+        // unit (a kernel takes no value computed outside it).
+        let lets = format!("  let sym_total = {} - {}\n  let sym_chunks = {chunks}\n", i64(&format!("sym_ap[{m}]")), i64("sym_ap[0]"));
         // Each chunk has its own workspaces; its rows run in order.
+        match &launch {
+            None => {
+                s.push_str(&lets);
+                s.push_str("  for sym_p in parallel(sym_chunks) {\n  block sym_chunk(vp: spatial(sym_chunks) = sym_p) {\n");
+            }
+            Some((block, blocks)) => {
+                s.push_str(&format!(
+                    "  for sym_b in blockIdx.x({blocks}) {{\n  for sym_t in threadIdx.x({block}) {{\n  block sym_chunk(vp: spatial({chunks}) = sym_b * {block} + sym_t) {{\n"
+                ));
+                s.push_str(&lets);
+            }
+        }
+        s.push_str(&search("sym_lo", "cast(i64, vp) * sym_total // cast(i64, sym_chunks)"));
+        s.push_str(&search("sym_end", &format!("cast(i64, vp + {}) * sym_total // cast(i64, sym_chunks)", lit(1))));
         s.push_str(&format!(
-            "  for sym_p in parallel(sym_chunks) {{\n  block sym_chunk(vp: spatial(sym_chunks) = sym_p) {{\n"
-        ));
-        s.push_str(&format!(
-            "  for sym_r in serial(sym_bounds[vp + {one}] - sym_bounds[vp]) {{\n    let i = sym_bounds[vp] + sym_r\n    buffer sym_len = alloc_buffer([1], {t}, local)\n    sym_len[0] = {zero}\n",
+            "    let sym_hi = select(vp == sym_chunks - {one}, {m}, sym_end)\n  for sym_r in serial(sym_hi - sym_lo) {{\n    let i = sym_lo + sym_r\n    buffer sym_len = alloc_buffer([1], {t}, local)\n    sym_len[0] = {zero}\n",
             one = lit(1),
             zero = lit(0)
         ));
         s
     };
+    // Closes a row, its chunk's block and loops, and the function.
+    let close = if units != Units::Parallel { "  }\n  }\n  }\n  }\n}\n" } else { "  }\n  }\n  }\n}\n" };
     let mark = ws("sym_mark", "k");
     let seen = format!("        if {mark} != i + {one} {{\n          {mark} = i + {one}\n", one = lit(1));
     let count = format!(
-        "{}{}    sym_cp[i + {one}] = sym_len[0]\n{CLOSE}",
+        "{}{}    sym_cp[i + {one}] = sym_len[0]\n{close}",
         head(false),
         walk("", &format!("{seen}          sym_len[0] = sym_len[0] + {one}\n        }}\n", one = lit(1))),
         one = lit(1)
@@ -387,7 +438,7 @@ fn product_phases(f: &Func, a: AxisId) -> Result<Vec<Phase>, PassError> {
         zero = lit(0),
     );
     let fill = format!(
-        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n{}{CLOSE}",
+        "{}    let base = sym_cp[i]\n{}    let len = sym_len[0]\n{}{close}",
         head(true),
         walk(
             &format!("      {} = sym_len[0]\n", run("q")),

@@ -97,7 +97,7 @@ const SPGEMM: &str = include_str!("../../examples/formats/spgemm.sptir");
 
 #[test]
 fn symbolic_phases_of_spgemm() {
-    let phases = sparsec_passes::assemble::symbolic_phases(&program(SPGEMM)).unwrap();
+    let phases = sparsec_passes::assemble::symbolic_phases(&program(SPGEMM), sparsec_passes::assemble::Units::Parallel).unwrap();
     assert_eq!(phases.iter().map(|p| p.counts).collect::<Vec<_>>(), [true, false]);
     insta::assert_snapshot!(phases.iter().map(|p| print_func(&p.func)).collect::<Vec<_>>().join("\n"));
 }
@@ -105,11 +105,24 @@ fn symbolic_phases_of_spgemm() {
 /// Rows of SpGEMM's pattern of every length come out of the symbolic phase sorted and
 /// duplicate-free, merged from zero to thousands of B's rows: B's row `j` holds columns
 /// `perm[j]` and `perm[j + 1]`, so each row of C is written in a scrambled order with repeats.
+/// Both layouts: one chunk, and the GPU's hundreds of chunks of a row or none (bound loops
+/// run in order here).
 #[test]
 fn spgemm_symbolic_phase_sorts_rows_of_every_length() {
+    use sparsec_passes::assemble::Units;
+    for units in [Units::Parallel, Units::Gpu { threads: 64 }] {
+        sorts_rows_of_every_length(units);
+    }
+}
+
+fn sorts_rows_of_every_length(units: sparsec_passes::assemble::Units) {
+    use sparsec_passes::assemble::Units;
     let f = program(SPGEMM);
     let kc = f.axis_by_name("KC").unwrap();
-    let phases = sparsec_passes::assemble::symbolic_phases(&f).unwrap();
+    let phases = sparsec_passes::assemble::symbolic_phases(&f, units).unwrap();
+    let text = print_func(&phases[0].func);
+    let bound = text.contains("blockIdx.x(") && text.contains("threadIdx.x(");
+    assert_eq!(bound, units != Units::Parallel, "{text}");
     let lens = [0usize, 1, 2, 3, 4, 5, 7, 8, 9, 31, 33, 400, 1751, 4097, 6000];
     let p = 6100;
     let mut rng = sparsec_formats::gen::SplitMix64::new(41);

@@ -39,6 +39,9 @@ impl sparsec::backend::Backend for ClientBackend<'_> {
     fn name(&self) -> &str {
         self.name
     }
+    fn gpu(&self) -> bool {
+        true
+    }
     fn compile(&self, f: &Func) -> Result<Box<dyn sparsec::backend::Compiled>, String> {
         Ok(Box::new(ClientProgram(compile(f).map_err(|e| e.to_string())?, self.client.clone())))
     }

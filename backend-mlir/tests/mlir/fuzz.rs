@@ -38,6 +38,10 @@ impl sparsec::backend::Backend for Jit {
     fn name(&self) -> &str {
         "mlir-cpu"
     }
+    // Emulating a GPU, generated programs spread their work over thread-bound loops.
+    fn gpu(&self) -> bool {
+        self.0.emulate_gpu
+    }
     fn compile(&self, f: &Func) -> Result<Box<dyn sparsec::backend::Compiled>, String> {
         Ok(Box::new(JitProgram(CpuKernel::compile(f, &self.0).map_err(|e| e.to_string())?)))
     }
