@@ -152,6 +152,8 @@ pub struct Walker<'f, G: Gen> {
     pub spill_x: bool,
     /// Which variables may differ between the units of a cube.
     uniformity: sparsec_ir::sync::Uniformity,
+    /// Whether a loop of the kernel runs the current list again (`sync::list_sync`).
+    reruns: bool,
     /// Element counts of allocations whose shape depends on scalar parameters, fixed at launch.
     pub alloc_sizes: HashMap<BufferId, usize>,
 }
@@ -179,7 +181,7 @@ fn const_int(e: &Expr) -> Option<i64> {
 impl<'f, G: Gen> Walker<'f, G> {
     /// A walker over one kernel of `func`.
     pub fn new(func: &'f Func, plan: &'f KernelPlan) -> Self {
-        Walker { func, plan, vars: HashMap::new(), spill_x: false, uniformity: sparsec_ir::sync::Uniformity::new(func), alloc_sizes: HashMap::new() }
+        Walker { func, plan, vars: HashMap::new(), spill_x: false, uniformity: sparsec_ir::sync::Uniformity::new(func), reruns: false, alloc_sizes: HashMap::new() }
     }
 
     /// Generates the kernel body.
@@ -243,7 +245,7 @@ impl<'f, G: Gen> Walker<'f, G> {
         // Statements every unit runs redundantly (a serial init) beside thread-bound loops,
         // or thread-bound nests that exchange data through memory: a storage barrier between
         // them, which only control flow that every unit of the cube takes may hold.
-        let plan = sparsec_ir::sync::list_sync(self.func, stmts, uniform, self.plan.uses_shared)
+        let plan = sparsec_ir::sync::list_sync(self.func, stmts, uniform, self.plan.uses_shared, self.reruns)
             .or_else(|e| unsupported(e.to_string()))?;
         let storage = matches!(plan, sparsec_ir::sync::ListSync::AroundThreadNests { storage: true });
         let barrier = |g: &mut G| if storage { g.sync_storage() } else { g.sync() };
@@ -309,12 +311,15 @@ impl<'f, G: Gen> Walker<'f, G> {
                 let cond = cond.clone();
                 let body = body.clone();
                 let inner_uniform = uniform && !self.uses_nonuniform(&cond);
-                g.infinite_loop(&mut |g| {
+                let reruns = std::mem::replace(&mut self.reruns, true);
+                let r = g.infinite_loop(&mut |g| {
                     let c = self.expr(g, &cond)?;
                     let not_c = g.unary(UnOp::Not, c, DType::Bool)?;
                     g.if_else(not_c, &mut |g| g.brk(), None)?;
                     self.list(g, &body, inner_uniform)
-                })
+                });
+                self.reruns = reruns;
+                r
             }
             StmtKind::Let { var, value } => {
                 let v = self.expr(g, value)?;
@@ -443,10 +448,13 @@ impl<'f, G: Gen> Walker<'f, G> {
                 let v = f.var;
                 let name = self.var_name(v);
                 let body = f.body.clone();
-                g.for_range(min, end, d, &name, &mut |g, x| {
+                let reruns = std::mem::replace(&mut self.reruns, true);
+                let r = g.for_range(min, end, d, &name, &mut |g, x| {
                     self.vars.insert(v, x);
                     self.list(g, &body, inner_uniform)
-                })
+                });
+                self.reruns = reruns;
+                r
             }
         }
     }

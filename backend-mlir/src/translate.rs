@@ -118,6 +118,8 @@ pub(crate) struct KernelSync {
     /// Emulation runs each thread-bound loop over all its units in turn, which orders them
     /// as the barriers would: no barrier is emitted.
     pub phased: bool,
+    /// Whether a loop of the kernel runs the current list again (`sync::list_sync`).
+    pub reruns: bool,
 }
 
 impl KernelSync {
@@ -128,6 +130,7 @@ impl KernelSync {
             uniformity: sparsec_ir::sync::Uniformity::new(func),
             shared: sparsec_ir::sync::uses_shared(func, stmts),
             phased,
+            reruns: false,
         }
     }
 }
@@ -839,7 +842,7 @@ impl<'c, 'f> Tr<'c, 'f> {
     fn stmts_inner(&mut self, b: &Block<'c>, list: &'f [Stmt]) -> Result<()> {
         let mut heap = Vec::new();
         let fences = match &self.sync {
-            Some(k) => sparsec_ir::sync::list_sync(self.func, list, k.uniform, k.shared)
+            Some(k) => sparsec_ir::sync::list_sync(self.func, list, k.uniform, k.shared, k.reruns)
                 .map_err(|e| MlirError::unsupported(e.to_string()))?,
             None => sparsec_ir::sync::ListSync::None,
         };
@@ -1033,10 +1036,12 @@ impl<'c, 'f> Tr<'c, 'f> {
                     t.emit(blk, "scf.condition", &[c], &[], &[]).map(drop)
                 })?;
                 let u = self.is_uniform(cond);
-                let after = self.narrowed(u, |t| {
-                    t.region(&[], |t, blk, _| {
-                        t.stmts(blk, body)?;
-                        t.yield_(blk, &[])
+                let after = self.rerun(true, |t| {
+                    t.narrowed(u, |t| {
+                        t.region(&[], |t, blk, _| {
+                            t.stmts(blk, body)?;
+                            t.yield_(blk, &[])
+                        })
                     })
                 })?;
                 b.append_operation(self.build("scf.while", &[], &[], &[], vec![before, after])?);
@@ -1153,9 +1158,23 @@ impl<'c, 'f> Tr<'c, 'f> {
         let Some(k) = &mut self.sync else { return self.for_loop_inner(b, f, init) };
         let u = k.uniformity.loop_body(self.func, f.kind, &f.min, &f.extent);
         k.uniformity.bind(f.var, u);
-        let r = self.narrowed(u, |t| t.for_loop_inner(b, f, init));
+        let again = !matches!(f.kind, ForKind::Thread(_));
+        let r = self.rerun(again, |t| t.narrowed(u, |t| t.for_loop_inner(b, f, init)));
         if let Some(k) = &mut self.sync {
             k.uniformity.unbind(f.var);
+        }
+        r
+    }
+
+    /// Runs `f` where the current list is run again by a loop if it was or `again` holds.
+    fn rerun<R>(&mut self, again: bool, f: impl FnOnce(&mut Self) -> R) -> R {
+        let saved = self.sync.as_ref().map(|k| k.reruns);
+        if let Some(k) = &mut self.sync {
+            k.reruns |= again;
+        }
+        let r = f(self);
+        if let (Some(k), Some(x)) = (&mut self.sync, saved) {
+            k.reruns = x;
         }
         r
     }

@@ -689,15 +689,62 @@ pub fn writes_beside_thread_loops(f: &Func, stmts: &[Stmt]) -> bool {
 }
 
 /// Whether units of a block must synchronise between the statements of `stmts` (a list inside
-/// a kernel): a statement outside every thread-bound loop writes global memory beside one
-/// holding such a loop ([`writes_beside_thread_loops`]), or two statements holding thread-bound
-/// loops exchange data through memory the block shares ([`threads_exchange`]).
-pub fn needs_barrier(f: &Func, stmts: &[Stmt]) -> bool {
+/// a kernel, which a loop of the kernel runs again where `reruns`): a statement outside every
+/// thread-bound loop writes global memory beside one holding such a loop
+/// ([`writes_beside_thread_loops`]), two statements holding thread-bound loops exchange data
+/// through memory the block shares ([`threads_exchange`]), or, run again, one such statement
+/// exchanges data with its own earlier run ([`threads_exchange_across_runs`]).
+pub fn needs_barrier(f: &Func, stmts: &[Stmt], reruns: bool) -> bool {
     if writes_beside_thread_loops(f, stmts) {
         return true;
     }
     let bound: Vec<&Stmt> = stmts.iter().filter(|s| has_thread_loop(s)).collect();
-    bound.iter().enumerate().any(|(i, a)| bound[i + 1..].iter().any(|b| threads_exchange(f, a, b)))
+    (reruns && bound.iter().any(|a| threads_exchange_across_runs(f, a)))
+        || bound.iter().enumerate().any(|(i, a)| bound[i + 1..].iter().any(|b| threads_exchange(f, a, b)))
+}
+
+/// Whether a statement of a kernel that holds thread-bound loops, run again (the body of a
+/// loop around it), may touch in one run an element of memory the block shares that another
+/// unit wrote in an earlier run: `bind` proved its units independent within one run only.
+/// It writes such a buffer and touches it at other indices, or at indices that read memory
+/// the statement writes (a position found by a search in this run) and that no dimension
+/// pins to the unit (the same expression, free of memory and of division, of a `threadIdx`
+/// loop's variable: rows of one unit). `atomic_add`s among themselves commute and need no
+/// order. (An offset read from elsewhere is taken to be the same in every run.)
+pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
+    let mut names = LoopNames::default();
+    let mut xs = Vec::new();
+    names.accesses(std::slice::from_ref(a), &mut HashMap::new(), &mut Vec::new(), &mut xs);
+    let units: Vec<VarId> = names.threads.iter().map(|t| t.1).collect();
+    let pinned = |e: &Expr| {
+        let (mut unit, mut plain) = (false, true);
+        e.walk(&mut |x| match x {
+            Expr::Var(v) => unit |= units.contains(v),
+            Expr::Load(..) | Expr::AtomicAdd(..) => plain = false,
+            Expr::Binary(BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod, ..) => plain = false,
+            _ => {}
+        });
+        unit && plain
+    };
+    // Buffers the statement itself writes: a position read from one was computed in this run.
+    let mine = written_buffers(std::slice::from_ref(a));
+    let reads_memory = |idx: &[Expr]| {
+        let mut found = false;
+        for e in idx {
+            e.walk(&mut |x| found |= matches!(x, Expr::Load(b, _) | Expr::AtomicAdd(b, ..) if mine.contains(b)));
+        }
+        found
+    };
+    xs.iter().any(|x| {
+        xs.iter().any(|y| {
+            x.buffer == y.buffer
+                && f.shared_by_units(x.buffer)
+                && x.write
+                && !(x.atomic && y.atomic)
+                && (x.indices != y.indices
+                    || (reads_memory(&x.indices) && !x.indices.iter().zip(&y.indices).any(|(p, q)| p == q && pinned(p))))
+        })
+    })
 }
 
 /// Whether two statements of a kernel that hold thread-bound loops exchange data through
@@ -723,6 +770,8 @@ struct UnitAccess {
     buffer: BufferId,
     indices: Vec<Expr>,
     write: bool,
+    /// An `atomic_add`.
+    atomic: bool,
 }
 
 /// The names [`threads_exchange`] gives loop variables: per `threadIdx` tag, the first loop's
@@ -742,14 +791,14 @@ impl LoopNames {
         for s in list {
             for e in s.kind.exprs() {
                 e.walk(&mut |x| match x {
-                    Expr::Load(b, idx) => out.push(UnitAccess { buffer: *b, indices: subst_all(idx, env), write: false }),
-                    Expr::AtomicAdd(b, idx, _) => out.push(UnitAccess { buffer: *b, indices: subst_all(idx, env), write: true }),
+                    Expr::Load(b, idx) => out.push(UnitAccess { buffer: *b, indices: subst_all(idx, env), write: false, atomic: false }),
+                    Expr::AtomicAdd(b, idx, _) => out.push(UnitAccess { buffer: *b, indices: subst_all(idx, env), write: true, atomic: true }),
                     _ => {}
                 });
             }
             match &s.kind {
                 StmtKind::Store { buffer, indices, .. } => {
-                    out.push(UnitAccess { buffer: *buffer, indices: subst_all(indices, env), write: true });
+                    out.push(UnitAccess { buffer: *buffer, indices: subst_all(indices, env), write: true, atomic: false });
                 }
                 StmtKind::For(l) => {
                     let (min, extent) = (l.min.clone().substitute(env), l.extent.clone().substitute(env));

@@ -55,9 +55,10 @@ impl ListSync {
 }
 
 /// The barriers of `stmts`, a list of a kernel reached under uniform control flow or not
-/// (`uniform`), in a kernel that allocates shared memory or not (`uses_shared`).
-pub fn list_sync(f: &Func, stmts: &[Stmt], uniform: bool, uses_shared: bool) -> Result<ListSync, SyncError> {
-    let mixed = needs_barrier(f, stmts);
+/// (`uniform`), which a loop of the kernel runs again or not (`reruns`), in a kernel that
+/// allocates shared memory or not (`uses_shared`).
+pub fn list_sync(f: &Func, stmts: &[Stmt], uniform: bool, uses_shared: bool, reruns: bool) -> Result<ListSync, SyncError> {
+    let mixed = needs_barrier(f, stmts, reruns);
     if mixed && !uniform {
         return Err(SyncError::NonUniformBarrier);
     }
@@ -82,10 +83,24 @@ pub fn uses_shared(f: &Func, stmts: &[Stmt]) -> bool {
 /// Whether the kernel statements `stmts` have a barrier anywhere: they allocate shared
 /// memory, or some list in them needs one ([`needs_barrier`]).
 pub fn has_barriers(f: &Func, stmts: &[Stmt]) -> bool {
-    fn any_list(f: &Func, stmts: &[Stmt]) -> bool {
-        needs_barrier(f, stmts) || stmts.iter().any(|s| s.kind.child_lists().into_iter().any(|l| any_list(f, l)))
+    fn any_list(f: &Func, stmts: &[Stmt], reruns: bool) -> bool {
+        needs_barrier(f, stmts, reruns)
+            || stmts.iter().any(|s| {
+                let again = reruns || reruns_body(s);
+                s.kind.child_lists().into_iter().any(|l| any_list(f, l, again))
+            })
     }
-    uses_shared(f, stmts) || any_list(f, stmts)
+    uses_shared(f, stmts) || any_list(f, stmts, false)
+}
+
+/// Whether `s` runs its body again and again in one unit: a `while` loop, or a loop not bound
+/// to a thread index (the lists under it are re-run, see [`list_sync`]).
+pub fn reruns_body(s: &Stmt) -> bool {
+    match &s.kind {
+        StmtKind::While { .. } => true,
+        StmtKind::For(l) => !matches!(l.kind, ForKind::Thread(_)),
+        _ => false,
+    }
 }
 
 /// Which variables may differ between the units of a block, as a backend walks a kernel:

@@ -41,3 +41,33 @@ fn format_programs_from_files_agree_on_wgpu() {
     assert!(products >= 4, "{products} products");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A trace that puts SpGEMM's products over the lanes of a warp (rows on blocks, B's row on
+/// `threadIdx.x`): a unit finds each product's position by a search, so from one of A's
+/// nonzeros to the next the units meet each other's columns, and the kernel holds barriers
+/// between them (`ir::threads_exchange_across_runs`); it equals the interpreter.
+#[test]
+fn spgemm_products_over_lanes_are_fenced_between_rows() {
+    const LANES: &str = r#"{"insts":[
+  {"op":"lower_sparse_iter"},
+  {"op":"get_block","name":"spgemm0","outputs":[0]},
+  {"op":"get_loops","block":0,"outputs":[1]},
+  {"op":"bind","loop":1,"tag":"blockIdx.x"},
+  {"op":"get_block","name":"spgemm2","outputs":[2]},
+  {"op":"get_loops","block":2,"outputs":[3]},
+  {"op":"split","loop":3,"factors":[null,32],"outputs":[4,5]},
+  {"op":"bind","loop":5,"tag":"threadIdx.x"}
+]}"#;
+    let dir = std::env::temp_dir().join(format!("sparsec_wgpu_lanes_{}", std::process::id()));
+    let client = client();
+    let cases: Vec<_> = file_cases(&dir, 12_000).into_iter().filter(|c| c.label.starts_with("spgemm on cora")).collect();
+    assert_eq!(cases.len(), 1);
+    let c = &cases[0];
+    let plan = sparsec::driver::Plan::Trace(sparsec_schedule::Trace::from_json(LANES).unwrap());
+    let f3 = sparsec::driver::lower_with(&c.func, &plan).unwrap().pop().unwrap();
+    let source = sparsec_backend_cubecl::emit_cubecl(&f3).unwrap();
+    assert!(source.contains("sync_storage();"), "{source}");
+    let out = super::runner::run_planned("cubecl-wgpu", &f3, &plan, &c.func, &client, &c.args).unwrap_or_else(|e| panic!("{e}"));
+    c.assert_matches(&out);
+    std::fs::remove_dir_all(&dir).ok();
+}

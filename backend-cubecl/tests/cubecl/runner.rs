@@ -54,7 +54,7 @@ fn run_checked(name: &str, f3: &Func, f1: &Func, client: &Client, args: &Args) -
 }
 
 /// [`run_checked`] of `f3` lowered by `plan` (a sparse output's symbolic phase is lowered alike).
-fn run_planned(name: &str, f3: &Func, plan: &Plan, f1: &Func, client: &Client, args: &Args) -> Result<Args, String> {
+pub fn run_planned(name: &str, f3: &Func, plan: &Plan, f1: &Func, client: &Client, args: &Args) -> Result<Args, String> {
     sparsec_ir::args::check_structure(f1, args).map_err(|e| CubeclError::Invalid(e).to_string())?;
     run_as_cli_with(&ClientBackend { name, client: client.clone() }, f1, f3, plan, args).1
 }
