@@ -209,7 +209,8 @@ pub struct Phase {
     pub counts: bool,
 }
 
-/// How a product's symbolic programs spread the rows of its pattern over units of work.
+/// How a product's symbolic programs spread the rows of its pattern over units of work (the
+/// pass decides; a backend only says whether it is a GPU).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Units {
     /// Up to 32 chunks of rows under a `parallel` loop (the threads of a CPU; on a GPU one
@@ -242,10 +243,10 @@ pub fn symbolic_phases(f: &Func, units: Units) -> Result<Vec<Phase>, PassError> 
 /// two binary searches over A's row pointer and has its own row of the mark workspace (a
 /// mark per coordinate holding the last row that saw it, so nothing is cleared between
 /// rows). The first counts the distinct coordinates of each row into `indptr[r + 1]`; the
-/// second collects them and sorts each row: each of B's rows (sorted) adds a sorted run
-/// (where it starts is kept at the A entry's position), and bottom-up merges of the runs
-/// between the row's own stretch of the coordinates and of a scratch array as long (`O(k
-/// log r)` for `k` columns from `r` rows) leave it sorted in the coordinates.
+/// second collects them and sorts each row: each of B's rows (sorted) adds a sorted run, and
+/// bottom-up merges of the runs between the chunk's two scratch rows of `p` sort the row
+/// (`O(k log r)` for `k` columns from `r` rows), which is then copied out from `indptr[r]`
+/// on.
 fn product_phases(f: &Func, a: AxisId, units: Units) -> Result<Vec<Phase>, PassError> {
     // CPU: most chunks of rows, and least nonzeros of A per chunk (about 2 µs of a row's
     // work); the workspaces stay within this many times the input arrays.
