@@ -710,7 +710,8 @@ pub fn needs_barrier(f: &Func, stmts: &[Stmt], reruns: bool) -> bool {
 /// the statement writes (a position found by a search in this run) and that no dimension
 /// pins to the unit (the same expression, free of memory and of division, of a `threadIdx`
 /// loop's variable: rows of one unit). `atomic_add`s among themselves commute and need no
-/// order. (An offset read from elsewhere is taken to be the same in every run.)
+/// order, nor does a checked run's fault record. (An offset read from elsewhere is taken to
+/// be the same in every run.)
 pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
     let mut names = LoopNames::default();
     let mut xs = Vec::new();
@@ -728,6 +729,8 @@ pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
     };
     // Buffers the statement itself writes: a position read from one was computed in this run.
     let mine = written_buffers(std::slice::from_ref(a));
+    // A checked run's fault record: any unit's report of a fault fails the run alike.
+    let fault = crate::verify::fault_record(f);
     let reads_memory = |idx: &[Expr]| {
         let mut found = false;
         for e in idx {
@@ -739,6 +742,7 @@ pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
         xs.iter().any(|y| {
             x.buffer == y.buffer
                 && f.shared_by_units(x.buffer)
+                && Some(x.buffer) != fault
                 && x.write
                 && !(x.atomic && y.atomic)
                 && (x.indices != y.indices
