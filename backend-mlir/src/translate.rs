@@ -1158,8 +1158,7 @@ impl<'c, 'f> Tr<'c, 'f> {
         let Some(k) = &mut self.sync else { return self.for_loop_inner(b, f, init) };
         let u = k.uniformity.loop_body(self.func, f.kind, &f.min, &f.extent);
         k.uniformity.bind(f.var, u);
-        let again = !matches!(f.kind, ForKind::Thread(_));
-        let r = self.rerun(again, |t| t.narrowed(u, |t| t.for_loop_inner(b, f, init)));
+        let r = self.rerun(sparsec_ir::sync::loop_reruns(f.kind), |t| t.narrowed(u, |t| t.for_loop_inner(b, f, init)));
         if let Some(k) = &mut self.sync {
             k.uniformity.unbind(f.var);
         }

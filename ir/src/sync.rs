@@ -98,9 +98,15 @@ pub fn has_barriers(f: &Func, stmts: &[Stmt]) -> bool {
 pub fn reruns_body(s: &Stmt) -> bool {
     match &s.kind {
         StmtKind::While { .. } => true,
-        StmtKind::For(l) => !matches!(l.kind, ForKind::Thread(_)),
+        StmtKind::For(l) => loop_reruns(l.kind),
         _ => false,
     }
+}
+
+/// Whether a loop of kind `kind` runs its body again in one unit: any loop not bound to a
+/// thread or block index.
+pub fn loop_reruns(kind: ForKind) -> bool {
+    !matches!(kind, ForKind::Thread(_))
 }
 
 /// Which variables may differ between the units of a block, as a backend walks a kernel:
