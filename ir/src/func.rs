@@ -707,11 +707,12 @@ pub fn needs_barrier(f: &Func, stmts: &[Stmt], reruns: bool) -> bool {
 /// loop around it), may touch in one run an element of memory the block shares that another
 /// unit wrote in an earlier run: `bind` proved its units independent within one run only.
 /// It writes such a buffer and touches it at other indices, or at indices that read memory
-/// the statement writes (a position found by a search in this run) and that no dimension
-/// pins to the unit (the same expression, free of memory and of division, of a `threadIdx`
-/// loop's variable: rows of one unit). `atomic_add`s among themselves commute and need no
-/// order, nor does a checked run's fault record. (An offset read from elsewhere is taken to
-/// be the same in every run.)
+/// the statement writes (a position found by a search in this run) or gather at the unit's
+/// position (a scatter through an index array), and that no dimension pins to the unit (the
+/// same expression, free of memory and of division, of a `threadIdx` loop's variable: rows
+/// of one unit). `atomic_add`s among themselves commute and need no order, nor does a
+/// checked run's fault record. (An offset read at a position the same for every unit is
+/// taken to be the same in every run.)
 pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
     let mut names = LoopNames::default();
     let mut xs = Vec::new();
@@ -731,10 +732,21 @@ pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
     let mine = written_buffers(std::slice::from_ref(a));
     // A checked run's fault record: any unit's report of a fault fails the run alike.
     let fault = crate::verify::fault_record(f);
+    let of_unit = |e: &Expr| {
+        let mut hit = false;
+        e.walk(&mut |x| hit |= matches!(x, Expr::Var(v) if units.contains(v)));
+        hit
+    };
+    // A position read in this run, or gathered at the unit's own position (a scatter through
+    // an index array: units meet each other's elements from run to run).
     let reads_memory = |idx: &[Expr]| {
         let mut found = false;
         for e in idx {
-            e.walk(&mut |x| found |= matches!(x, Expr::Load(b, _) | Expr::AtomicAdd(b, ..) if mine.contains(b)));
+            e.walk(&mut |x| {
+                if let Expr::Load(b, at) | Expr::AtomicAdd(b, at, _) = x {
+                    found |= mine.contains(b) || at.iter().any(of_unit);
+                }
+            });
         }
         found
     };

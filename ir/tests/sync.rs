@@ -77,5 +77,16 @@ fn each_units_own_element_needs_no_barrier() {
     assert!(!fenced(&searched("atomic_add(X[at[0]], 1.0)")));
     // An offset read from memory the statement does not write is the same in every run.
     assert!(!fenced("X[P[0, 0] + t] = X[P[0, 0] + t] + 1.0"));
+    assert!(!fenced("X[P[j, 0] + t] = 2.0"));
+}
+
+#[test]
+fn a_scatter_through_an_index_array_is_fenced_between_runs() {
+    // A dense row of the output scattered by the columns of a sparse row over the lanes
+    // (SpGEMM into a dense C): next row, another unit may meet the same column.
+    assert!(fenced("X[P[j, t]] = X[P[j, t]] + 1.0"));
+    assert!(fenced("X[P[j, t]] = 1.0"));
+    // ... unless a dimension stays the unit's own.
+    assert!(!fenced("Y[t, P[j, t]] = Y[t, P[j, t]] + 1.0"));
 }
 

@@ -24,7 +24,9 @@
 //!   nested in them, are split by the thread count and bound to `blockIdx.x` × `threadIdx.x`;
 //!   a row nest in SpMM's shape gets rows on the warps of blocks (4 per block) and features
 //!   on the lanes of a warp,
-//!   accumulating in a register instead (`lanes`).
+//!   accumulating in a register instead (`lanes`); a row nest whose row walks loops around a
+//!   loop over a sparse child (SpGEMM's products) gets the row on a block and the child on
+//!   the lanes of a warp (`child_lanes`).
 //! * [`gpu_sparse`] (Stage I, before [`gpu`]): a sparse iteration whose every store writes
 //!   the element of its own spatial point (`C[i, j]` in sddmm), or that only accumulates
 //!   (`Y[..] = Y[..] + e`, no `init`), gets its first pair of spatial iterators that form a
@@ -189,6 +191,11 @@ pub fn gpu_tuned(sch: &mut Schedule, threads: i64, t: &GpuTuning) -> Result<()> 
                 }
             }
             if done || !nest.independent {
+                continue;
+            }
+            let mut trial = sch.clone();
+            if child_lanes(&mut trial, &nest).unwrap_or(false) {
+                *sch = trial;
                 continue;
             }
             let block: BlockRv = sch.get_block(&nest.block)?;
@@ -826,6 +833,69 @@ fn lanes(sch: &mut Schedule, nest: &Nest, rows_per_block: i64, t: &GpuTuning) ->
         bind_rows(sch, row_loop)?;
     }
     Ok(rows_per_block == 1 || alone.iter().all(|n| joined.contains(n)))
+}
+
+/// Rows on blocks and the entries of a sparse child on the lanes of a warp, for a row nest
+/// whose row walks serial loops around a loop over a sparse child that writes one element
+/// per entry, where [`lanes`] found no features (SpGEMM's products: row `i` on a block, for
+/// each of A's nonzeros `j` in turn B's row `j` split by [`WARP`] over `threadIdx.x`, so a
+/// unit never walks a whole row's products). The loops around the lanes must have the same
+/// bounds in every unit (they read no buffer the function writes): the backends fence each
+/// run of the lanes where the runs exchange data, and a barrier needs uniform control flow.
+/// `Ok(false)` when the nest has another shape.
+fn child_lanes(sch: &mut Schedule, nest: &Nest) -> Result<bool> {
+    if nest.depth != 1 {
+        return Ok(false);
+    }
+    let f = sch.func();
+    let Some(row_path) = tree::find_all(&f.body, &|s| match &s.kind {
+        StmtKind::For(l) => first_blocks(&l.body).first().is_some_and(|b| b.name == nest.block),
+        _ => false,
+    })
+    .into_iter()
+    .next() else {
+        return Ok(false);
+    };
+    let Some(row) = tree::get(&f.body, &row_path) else { return Ok(false) };
+    let uniformity = sparsec_ir::sync::Uniformity::new(f);
+    // Innermost loops over a sparse child (bounds read a buffer) that drive only spatial
+    // iterators, under at least one loop of the row, every loop and branch above them uniform.
+    let inner = tree::find_all(std::slice::from_ref(row), &|s| match &s.kind {
+        StmtKind::For(l) => {
+            l.kind == sparsec_ir::ForKind::Serial
+                && reads_buffer(&l.extent)
+                && !contains_loop(&l.body)
+                && first_blocks(&l.body).first().is_some_and(|b| drives_only_spatial(b, l.var))
+        }
+        _ => false,
+    });
+    let [path] = inner.as_slice() else { return Ok(false) };
+    let above = tree::ancestors(std::slice::from_ref(row), path);
+    let loops_above = above.iter().filter(|s| matches!(s.kind, StmtKind::For(_))).count();
+    let uniform = above.iter().all(|s| match &s.kind {
+        StmtKind::For(l) => uniformity.expr(f, &l.min) && uniformity.expr(f, &l.extent),
+        StmtKind::If { cond, .. } => uniformity.expr(f, cond),
+        StmtKind::While { .. } => false,
+        _ => true,
+    });
+    let Some(Stmt { kind: StmtKind::For(lane_loop), .. }) = tree::get(std::slice::from_ref(row), path) else { return Ok(false) };
+    let Some(block) = first_blocks(&lane_loop.body).first().map(|b| b.name.clone()) else { return Ok(false) };
+    let var = lane_loop.var;
+    if loops_above < 2 || !uniform {
+        return Ok(false);
+    }
+    let b = sch.get_block(&nest.block)?;
+    let row_loop = sch.get_loops(b)?[0];
+    sch.bind(row_loop, ThreadTag::BlockIdxX)?;
+    let b = sch.get_block(&block)?;
+    for lp in sch.get_loops(b)? {
+        if sch.loop_var(lp)? == var {
+            let parts = sch.split(lp, &[None, Some(WARP)])?;
+            sch.bind(parts[1], ThreadTag::ThreadIdxX)?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Splits the feature loop of `init` as the accumulation's (`COARSEN` per lane, `WARP`

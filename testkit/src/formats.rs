@@ -348,8 +348,7 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
             out.push(FileCase { label, func: func.clone(), args, output, want, want_ints: vec![] });
         }
     }
-    for &(stem, order, scalars, output) in PAIR_PROGRAMS {
-        let func = program(stem);
+    for &(stem, order, ..) in PAIR_PROGRAMS {
         let files = if order == 2 { mats.clone() } else { tensors(dir, order) };
         for (name, path) in files {
             let a = entries(&path);
@@ -359,24 +358,33 @@ pub fn file_cases(dir: &Path, max_nnz: usize) -> Vec<FileCase> {
             if a.nnz() > max_nnz || product || (stem == "coiter_add" && a.dims().iter().product::<usize>() > 1 << 22) {
                 continue;
             }
-            let other = partner(dir, &name, &a);
-            let b = entries(&other);
-            let mut files = vec![("A", path.clone()), ("B", other)];
-            if stem == "masked_spgemm" {
-                // The mask: A's own pattern (C = A ⊙ (A·B)).
-                files.push(("C", path.clone()));
-            }
-            let spec = RunSpec {
-                matrices: files.iter().map(|(k, p)| (k.to_string(), p.clone())).collect(),
-                scalars: scalars.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
-                seed: 7,
-                ..RunSpec::default()
-            };
-            let label = format!("{stem} on {name}");
-            let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
-            let (want, want_ints) = pair_reference(stem, &a, &b, &args);
-            out.push(FileCase { label, func: func.clone(), args, output, want, want_ints });
+            out.push(pair_case(dir, stem, &name, &path));
         }
     }
     out
+}
+
+/// Co-iteration program `stem` (one of the pair programs: `spgemm`, `sparse_add`, ...) on the
+/// file `path` named `name` and its partner (written into `dir`).
+pub fn pair_case(dir: &Path, stem: &str, name: &str, path: &Path) -> FileCase {
+    let &(_, _, scalars, output) = PAIR_PROGRAMS.iter().find(|p| p.0 == stem).unwrap_or_else(|| panic!("no pair program `{stem}`"));
+    let func = program(stem);
+    let a = entries(path);
+    let other = partner(dir, name, &a);
+    let b = entries(&other);
+    let mut files = vec![("A", path.to_path_buf()), ("B", other)];
+    if stem == "masked_spgemm" {
+        // The mask: A's own pattern (C = A ⊙ (A·B)).
+        files.push(("C", path.to_path_buf()));
+    }
+    let spec = RunSpec {
+        matrices: files.iter().map(|(k, p)| (k.to_string(), p.clone())).collect(),
+        scalars: scalars.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect(),
+        seed: 7,
+        ..RunSpec::default()
+    };
+    let label = format!("{stem} on {name}");
+    let args = bind_run(&func, &spec).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let (want, want_ints) = pair_reference(stem, &a, &b, &args);
+    FileCase { label, func, args, output, want, want_ints }
 }

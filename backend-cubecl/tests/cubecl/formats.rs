@@ -42,6 +42,25 @@ fn format_programs_from_files_agree_on_wgpu() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A·B where every row of C gathers about 14,000 products from 120 rows of B: a unit
+/// that walked a row's products (with a search for each) would run past lavapipe's loop
+/// limit; the default GPU schedule puts each of B's rows over the lanes of a warp
+/// (`auto::child_lanes`), so it runs and equals the dense product.
+#[test]
+fn spgemm_rows_of_many_products_run_under_the_default_gpu_schedule() {
+    let dir = std::env::temp_dir().join(format!("sparsec_wgpu_products_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("dense-rows.mtx");
+    let m = sparsec::formats::gen::uniform::<i64, f64>(200, 200, 24_000, 11).unwrap();
+    sparsec::formats::mtx::write_mtx_path(&path, &m).unwrap();
+    let c = sparsec_testkit::formats::pair_case(&dir, "spgemm", "dense-rows", &path);
+    let plan = sparsec::driver::Plan::Auto(sparsec::driver::AutoSchedule::Gpu { threads: sparsec::driver::GPU_THREADS });
+    let f3 = sparsec::driver::lower_with(&c.func, &plan).unwrap().pop().unwrap();
+    let out = super::runner::run_planned("cubecl-wgpu", &f3, &plan, &c.func, &client(), &c.args).unwrap_or_else(|e| panic!("{e}"));
+    c.assert_matches(&out);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A trace that puts SpGEMM's products over the lanes of a warp (rows on blocks, B's row on
 /// `threadIdx.x`): a unit finds each product's position by a search, so from one of A's
 /// nonzeros to the next the units meet each other's columns, and the kernel holds barriers
