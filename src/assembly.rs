@@ -58,11 +58,11 @@ pub fn phases(func: &Func, plan: &Plan, stage: Stage, gpu: bool) -> Result<Vec<(
     };
     // On a GPU a product's rows spread over its units, in blocks as the default GPU schedule
     // makes them; elsewhere they run in the chunks of a `parallel` loop.
-    let units = match &plan {
-        Plan::Auto(crate::driver::AutoSchedule::Gpu { threads }) if gpu => Units::Gpu { threads: *threads },
-        _ if gpu => Units::Gpu { threads: crate::driver::GPU_THREADS },
-        _ => Units::Parallel,
+    let threads = match &plan {
+        Plan::Auto(a) => a.gpu_threads(),
+        _ => None,
     };
+    let units = if gpu { Units::Gpu { threads: threads.unwrap_or(crate::driver::GPU_THREADS) } } else { Units::Parallel };
     let mut out = Vec::new();
     for phase in sparsec_passes::assemble::symbolic_phases(func, units)? {
         let lowered = match (&plan, phase.func.stage) {

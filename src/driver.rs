@@ -358,6 +358,23 @@ pub enum AutoSchedule {
         /// Units per block.
         threads: i64,
     },
+    /// [`AutoSchedule::Gpu`] with other parameters (`sparsec tune` on a GPU backend).
+    GpuTuned {
+        /// Units per block.
+        threads: i64,
+        /// The parameters of SpMM's shape.
+        tuning: sparsec_schedule::auto::GpuTuning,
+    },
+}
+
+impl AutoSchedule {
+    /// The units per block of a GPU default; `None` for the CPU's.
+    pub fn gpu_threads(self) -> Option<i64> {
+        match self {
+            AutoSchedule::Gpu { threads } | AutoSchedule::GpuTuned { threads, .. } => Some(threads),
+            AutoSchedule::Cpu | AutoSchedule::CpuTuned(_) => None,
+        }
+    }
 }
 
 /// Units per block of the default GPU schedule (`--auto gpu`).
@@ -389,6 +406,7 @@ impl Plan {
                     AutoSchedule::Cpu => auto::cpu_full(&mut sch)?,
                     AutoSchedule::CpuTuned(t) => auto::cpu_full_tuned(&mut sch, t)?,
                     AutoSchedule::Gpu { threads } => auto::gpu_full(&mut sch, *threads)?,
+                    AutoSchedule::GpuTuned { threads, tuning } => auto::gpu_full_tuned(&mut sch, *threads, tuning)?,
                 }
                 sch.trace().clone()
             }

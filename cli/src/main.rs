@@ -107,8 +107,10 @@ enum Cmd {
     /// `--warmup` untimed runs) and print the time of each step (parse, bind, lower, check,
     /// compile) and the runs' minimum, median and maximum. Takes `run`'s options.
     Bench(bench::BenchArgs),
-    /// Search the default CPU schedule's parameters (row-length copies, chunks, grains,
-    /// prefetching) for a program on its data: measure each distinct schedule on mlir-cpu
+    /// Search the default schedule's parameters and format decompositions for a program on
+    /// its data: the CPU schedule's (row-length copies, chunks, grains, prefetching) on
+    /// mlir-cpu, the GPU schedule's (features per lane, nonzeros per trip, rows per block,
+    /// walks over blocks) on cubecl-wgpu or cubecl-cuda; measure each distinct candidate
     /// within `--budget` seconds, print the table and write the fastest as a trace
     /// (`--write`) that `--schedule` replays. Takes `run`'s options.
     Tune(tune::TuneArgs),

@@ -1,16 +1,18 @@
-//! `sparsec tune`: searches the parameters of the default CPU schedule for a program on its
-//! data, measures each distinct candidate on mlir-cpu, prints the table of what it tried and
-//! writes the winner as a schedule trace that `--schedule` replays.
+//! `sparsec tune`: searches the parameters of the default schedule for a program on its data
+//! (the CPU's on mlir-cpu, the GPU's on a CubeCL backend), measures each distinct candidate,
+//! prints the table of what it tried and writes the winner as a schedule trace that
+//! `--schedule` replays.
 
 use crate::backends::Backend;
 use crate::run::{self, RunArgs};
 use sparsec::driver::{self, AutoSchedule, Plan};
-use sparsec::schedule::auto::CpuTuning;
+use sparsec::schedule::auto::{CpuTuning, GpuTuning};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Arguments of `sparsec tune`: those of `run` (on `--backend mlir-cpu`), and the search's.
+/// Arguments of `sparsec tune`: those of `run` (on `--backend mlir-cpu`, `cubecl-wgpu` or
+/// `cubecl-cuda`), and the search's.
 #[derive(clap::Args)]
 pub struct TuneArgs {
     #[command(flatten)]
@@ -31,7 +33,7 @@ pub struct TuneArgs {
     /// Also prints every schedule measured during the search.
     #[arg(long)]
     all: bool,
-    /// Searches the CPU schedule's parameters only, not format decompositions.
+    /// Searches the schedule's parameters only, not format decompositions.
     #[arg(long)]
     schedules_only: bool,
 }
@@ -42,9 +44,35 @@ const LEADERS: usize = 4;
 /// Interleaved rounds in which the default and the leaders are measured again.
 const ROUNDS: usize = 5;
 
+/// The parameters of a default schedule: the CPU's or the GPU's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Params {
+    Cpu(CpuTuning),
+    Gpu(GpuTuning),
+}
+
+impl Params {
+    /// The default schedule with these parameters.
+    fn auto(self) -> AutoSchedule {
+        match self {
+            Params::Cpu(t) => AutoSchedule::CpuTuned(t),
+            Params::Gpu(tuning) => AutoSchedule::GpuTuned { threads: driver::GPU_THREADS, tuning },
+        }
+    }
+
+    /// The defaults of the CPU's (`gpu` false) or the GPU's schedule.
+    fn default_for(gpu: bool) -> Params {
+        if gpu {
+            Params::Gpu(GpuTuning::default())
+        } else {
+            Params::Cpu(CpuTuning::default())
+        }
+    }
+}
+
 /// One measured candidate.
 struct Tried {
-    tuning: CpuTuning,
+    tuning: Params,
     /// The format decomposition (its name and the decomposed program's text), if any.
     format: Option<(String, String)>,
     /// Fastest kernel, in milliseconds.
@@ -85,7 +113,7 @@ fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatR
 }
 
 /// The decomposition of `stage1` by `rules`, ready to time: the program without its
-/// preprocess, scheduled by the default CPU schedule and compiled, on arguments whose pieces
+/// preprocess, scheduled by the default schedule `auto` and compiled, on arguments whose pieces
 /// hold what a run of the whole program (preprocess included) put there; with the trace of
 /// the whole program and its text, which `--write` saves. Refused where the rules do not fit
 /// the program or the matrix, or where the result differs from `want` (the default's).
@@ -98,6 +126,7 @@ fn prepare_format<'a>(
     rules: &[sparsec::passes::FormatRewriteRule],
     want: &sparsec::ir::data::Args,
     checked: bool,
+    auto: &Plan,
 ) -> Result<(sparsec::backend::Prepared<'a>, sparsec::schedule::Trace, String), String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
     let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| e(&x))?;
@@ -105,10 +134,9 @@ fn prepare_format<'a>(
     driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
     driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
     let stage3 = |f: &sparsec::ir::Func, plan: &Plan| crate::backends::stage_iii(f, plan).map_err(|x| e(&x));
-    let auto = Plan::Auto(AutoSchedule::CpuTuned(CpuTuning::default()));
     // The whole program once: its preprocess fills the pieces.
-    let whole = stage3(&g, &auto)?;
-    let full = sparsec::backend::prepare(runner, loaded, &g, &whole, &auto, &gargs, checked).map_err(|x| e(&x))?;
+    let whole = stage3(&g, auto)?;
+    let full = sparsec::backend::prepare(runner, loaded, &g, &whole, auto, &gargs, checked).map_err(|x| e(&x))?;
     let filled = full.run().map_err(|x| e(&x))?;
     for p in g.params.iter().filter(|p| !stage1.params.iter().any(|q| q.name == p.name)) {
         if let Some(a) = filled.arrays.get(&p.name) {
@@ -116,8 +144,8 @@ fn prepare_format<'a>(
         }
     }
     let kernel = sparsec::passes::remove_preprocess(&g);
-    let lowered = stage3(&kernel, &auto)?;
-    let prepared = sparsec::backend::prepare(runner, loaded, &kernel, &lowered, &auto, &gargs, checked).map_err(|x| e(&x))?;
+    let lowered = stage3(&kernel, auto)?;
+    let prepared = sparsec::backend::prepare(runner, loaded, &kernel, &lowered, auto, &gargs, checked).map_err(|x| e(&x))?;
     let got = prepared.run().map_err(|x| e(&x))?;
     // The same numbers as the default's, output by output.
     for b in driver::written_buffers(stage1) {
@@ -134,9 +162,48 @@ fn prepare_format<'a>(
     Ok((prepared, trace, sparsec::ir::text::print_func(&g)))
 }
 
-/// The candidates: the default first, then every combination of the values below in an
-/// order drawn from `seed`.
-fn candidates(seed: u64) -> Vec<CpuTuning> {
+/// The candidates of the CPU's (`gpu` false) or the GPU's default schedule: the default
+/// first, then every combination of the values below in an order drawn from `seed`.
+fn candidates(gpu: bool, seed: u64) -> Vec<Params> {
+    let mut out = if gpu { gpu_candidates() } else { cpu_candidates().into_iter().map(Params::Cpu).collect() };
+    // A seeded Fisher–Yates shuffle of all but the default (splitmix64).
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for i in (2..out.len()).rev() {
+        let j = 1 + (next() % i as u64) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
+/// The GPU default's parameters: features per lane, nonzeros per trip, rows per block, and
+/// walks on `blockIdx.y` or not; the default first.
+fn gpu_candidates() -> Vec<Params> {
+    let d = GpuTuning::default();
+    let mut out = vec![Params::Gpu(d)];
+    for coarsen in [d.coarsen, 1, 2, 8] {
+        for unroll in [d.unroll, 1, 2] {
+            for rows_per_block in [d.rows_per_block, 1, 2, 8] {
+                for walks_on_blocks in [d.walks_on_blocks, !d.walks_on_blocks] {
+                    let t = Params::Gpu(GpuTuning { coarsen, unroll, rows_per_block, walks_on_blocks });
+                    if !out.contains(&t) {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The CPU default's parameters, the default first.
+fn cpu_candidates() -> Vec<CpuTuning> {
     let d = CpuTuning::default();
     let mut out = vec![d];
     for vector_row in [d.vector_row, 32, i64::MAX] {
@@ -156,24 +223,21 @@ fn candidates(seed: u64) -> Vec<CpuTuning> {
             }
         }
     }
-    // A seeded Fisher–Yates shuffle of all but the default (splitmix64).
-    let mut state = seed;
-    let mut next = || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    for i in (2..out.len()).rev() {
-        let j = 1 + (next() % i as u64) as usize;
-        out.swap(i, j);
-    }
     out
 }
 
 /// How many parameters differ from the default.
-fn changes(t: &CpuTuning) -> usize {
+fn changes(t: &Params) -> usize {
+    let t = match t {
+        Params::Cpu(t) => t,
+        Params::Gpu(t) => {
+            let d = GpuTuning::default();
+            return [t.coarsen != d.coarsen, t.unroll != d.unroll, t.rows_per_block != d.rows_per_block, t.walks_on_blocks != d.walks_on_blocks]
+                .into_iter()
+                .filter(|&c| c)
+                .count();
+        }
+    };
     let d = CpuTuning::default();
     [t.vector_row != d.vector_row, t.long_row != d.long_row, t.row_sums != d.row_sums, t.chunks != d.chunks, t.grain != d.grain, t.prefetch_distance != d.prefetch_distance, t.prefetch_min_bytes != d.prefetch_min_bytes]
         .into_iter()
@@ -182,9 +246,28 @@ fn changes(t: &CpuTuning) -> usize {
 }
 
 /// What differs from the default, for the table.
-fn describe(t: &CpuTuning) -> String {
-    let d = CpuTuning::default();
+fn describe(t: &Params) -> String {
     let mut parts = Vec::new();
+    let t = match t {
+        Params::Cpu(t) => t,
+        Params::Gpu(t) => {
+            let d = GpuTuning::default();
+            if t.coarsen != d.coarsen {
+                parts.push(format!("coarsen {}", t.coarsen));
+            }
+            if t.unroll != d.unroll {
+                parts.push(format!("unroll {}", t.unroll));
+            }
+            if t.rows_per_block != d.rows_per_block {
+                parts.push(format!("rows_per_block {}", t.rows_per_block));
+            }
+            if t.walks_on_blocks != d.walks_on_blocks {
+                parts.push(format!("walks_on_blocks {}", t.walks_on_blocks));
+            }
+            return if parts.is_empty() { "default".into() } else { parts.join(", ") };
+        }
+    };
+    let d = CpuTuning::default();
     let big = |v: i64| if v == i64::MAX { "never".to_string() } else { v.to_string() };
     if t.vector_row != d.vector_row {
         parts.push(format!("vector_row {}", big(t.vector_row)));
@@ -216,8 +299,8 @@ fn describe(t: &CpuTuning) -> String {
 
 /// `sparsec tune` (module documentation).
 pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
-    if a.run.backend != Backend::MlirCpu {
-        return Err("tune measures on mlir-cpu (`--backend mlir-cpu`); GPU schedules are not searched yet".into());
+    if a.run.backend == Backend::Interp {
+        return Err("tune measures generated code: name `--backend mlir-cpu` (the CPU's schedule) or `cubecl-wgpu`/`cubecl-cuda` (the GPU's)".into());
     }
     if a.repeat == 0 {
         return Err("tune: --repeat must be at least 1".into());
@@ -228,6 +311,8 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     a.run.command = "tune";
     let s = run::setup_data(&a.run)?;
     let runner = crate::backends::runner(a.run.backend)?;
+    let gpu = runner.gpu();
+    let backend = crate::run::backend_name(a.run.backend);
     let start = Instant::now();
     let budget = Duration::from_secs_f64(a.budget);
     let mut seen: Vec<String> = Vec::new();
@@ -245,8 +330,8 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     // The default first, then every format decomposition, then the other schedules.
     let longest = driver::csr_pattern(&s.stage1, "A", &s.args).map_or(0, |m| m.row_lengths().into_iter().max().unwrap_or(0));
     let formats = if a.schedules_only { Vec::new() } else { format_rules(longest) };
-    let tunings = candidates(a.order_seed);
-    let all: Vec<Result<CpuTuning, usize>> =
+    let tunings = candidates(gpu, a.order_seed);
+    let all: Vec<Result<Params, usize>> =
         std::iter::once(Ok(tunings[0])).chain((0..formats.len()).map(Err)).chain(tunings[1..].iter().copied().map(Ok)).collect();
     let mut want: Option<sparsec::ir::data::Args> = None;
     let mut refused: Vec<(String, String)> = Vec::new();
@@ -261,8 +346,9 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
             Err(f) => {
                 let (name, rules) = &formats[f];
                 let Some(want) = want.as_ref() else { continue };
-                match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, &s.args, rules, want, a.run.checked) {
-                    Ok((p, trace, text)) => (CpuTuning::default(), Some((name.clone(), text)), trace, p),
+                let auto = Plan::Auto(Params::default_for(gpu).auto());
+                match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, &s.args, rules, want, a.run.checked, &auto) {
+                    Ok((p, trace, text)) => (Params::default_for(gpu), Some((name.clone(), text)), trace, p),
                     Err(why) => {
                         refused.push((name.clone(), why));
                         continue;
@@ -270,7 +356,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
                 }
             }
             Ok(tuning) => {
-                let trace = Plan::Auto(AutoSchedule::CpuTuned(tuning)).trace(&s.stage1)?;
+                let trace = Plan::Auto(tuning.auto()).trace(&s.stage1)?;
                 // Lowered by replaying the trace: what is measured is what `--schedule` replays.
                 let lowered = crate::backends::stage_iii(&s.stage1, &Plan::Trace(trace.clone()))?;
                 // Parameters that do not change this program's code are measured once, and shown as
@@ -324,7 +410,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     let default_ms = final_ms[0];
     writeln!(
         out_text,
-        "tune {} on mlir-cpu: {} distinct schedules and formats measured ({} more gave the same code) in {:.1} s, fastest kernel of {} runs each",
+        "tune {} on {backend}: {} distinct schedules and formats measured ({} more gave the same code) in {:.1} s, fastest kernel of {} runs each",
         s.stage1.name,
         tried.len(),
         skipped,
@@ -332,7 +418,8 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         a.repeat
     )?;
     writeln!(out_text, "the default and the {} fastest, measured again in {ROUNDS} interleaved rounds:", leaders.len() - 1)?;
-    writeln!(out_text, "  rank   fastest ms  vs default  parameters (what differs from the default CPU schedule)")?;
+    let which = if gpu { "GPU" } else { "CPU" };
+    writeln!(out_text, "  rank   fastest ms  vs default  parameters (what differs from the default {which} schedule)")?;
     for (rank, &slot) in order.iter().enumerate() {
         let t = &tried[leaders[slot].0];
         writeln!(out_text, "  {:>4} {:>12.4} {:>11.3}  {}", rank + 1, final_ms[slot], final_ms[slot] / default_ms, t.describe())?;

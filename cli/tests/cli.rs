@@ -970,12 +970,12 @@ fn lower_prints_the_stages_named() {
     assert!(o.status.success() && !stdout(&o).contains("=====") && stdout(&o).contains("stage II {"), "{}", stdout(&o));
 }
 
-/// `sparsec tune` measures distinct CPU schedules and format decompositions of a program on
-/// its data within the budget, ranks the default and the fastest in a table, lists every
-/// format (measured with the default's numbers, or refused with the reason), and writes the
-/// winner as a trace that `run --schedule` replays on mlir-cpu with the interpreter's
-/// numbers; it refuses another backend, a schedule of the user's and a budget that is not
-/// positive.
+/// `sparsec tune` measures distinct CPU schedules (on cubecl-wgpu, GPU schedules) and format
+/// decompositions of a program on its data within the budget, ranks the default and the
+/// fastest in a table, lists every format (measured with the default's numbers, or refused
+/// with the reason), and writes the winner as a trace that `run --schedule` replays with the
+/// interpreter's numbers; it refuses the interpreter, a schedule of the user's and a budget
+/// that is not positive.
 #[test]
 fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     let dir = tmp("tune");
@@ -1035,7 +1035,31 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     assert!(section.lines().filter(|l| l.contains("format ") && !l.contains("refused")).count() >= 3, "{out}");
     let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "2", "--repeat", "1", "--schedules-only"]);
     assert!(o.status.success() && !stdout(&o).contains("formats ("), "{}{}", stdout(&o), stderr(&o));
-    fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat], &["tune measures on mlir-cpu"]);
+    fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat], &["tune measures generated code"]);
+    // On a GPU backend the GPU schedule's parameters are searched; the winner replays there
+    // with the interpreter's numbers.
+    let gbest = dir.join("gpu_best.json");
+    let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "cubecl-wgpu", "--budget", "10", "--repeat", "1", "--schedules-only", "--write", gbest.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("tune csrmm on cubecl-wgpu: "), "{out}");
+    let ranking = out.split("parameters (what differs from the default GPU schedule)\n").nth(1).unwrap_or_else(|| panic!("{out}"));
+    let rows: Vec<&str> = ranking.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
+    assert!(rows.len() >= 2 && rows.iter().any(|l| l.ends_with("  default")), "{out}");
+    assert!(rows.iter().any(|l| ["coarsen", "unroll", "rows_per_block", "walks_on_blocks"].iter().any(|p| l.contains(p))), "{out}");
+    let (g1, g2) = (dir.join("gpu_tuned"), dir.join("gpu_interp"));
+    let tuned = sparsec(&["run", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "cubecl-wgpu", "--schedule", gbest.to_str().unwrap(), "--output", g1.to_str().unwrap()]);
+    let interp = sparsec(&["run", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--output", g2.to_str().unwrap()]);
+    assert!(tuned.status.success() && interp.status.success(), "{}{}", stderr(&tuned), stderr(&interp));
+    let read_c = |d: &PathBuf| match sparsec::npy::read(&d.join("C.npy")).unwrap() {
+        sparsec::ir::data::Array::F32(v) => v,
+        other => panic!("{other:?}"),
+    };
+    let (c1, c2) = (read_c(&g1), read_c(&g2));
+    assert_eq!(c1.len(), 60 * 8);
+    for (i, (p, q)) in c1.iter().zip(&c2).enumerate() {
+        assert!((p - q).abs() <= 1e-4 * q.abs().max(1.0), "C[{i}]: {p} tuned on wgpu, {q} interpreted");
+    }
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--auto", "cpu"], &["tune chooses the schedule"]);
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--budget", "0"], &["--budget must be a positive number"]);
 }
