@@ -2,7 +2,8 @@
 //! operation on `w`-lane vectors, and what each lane-wise operation is.
 //!
 //! A loop `for k in vectorized(w)` (constant `w`) has a vector form ([`plan`]) when its body
-//! is guards, stores and blocks of stores where
+//! is guards, stores and blocks of stores (a block's stores may sit under one guard that does
+//! not depend on `k`, tested once outside the block) where
 //! - every store, and every load that depends on `k`, has a flat index `base + k` (unit
 //!   stride), and other loads do not depend on `k` (one value for all lanes);
 //! - the stored values are float arithmetic (`+ - * /`, negation, `fma`) of those;
@@ -249,9 +250,23 @@ impl<'f> Planner<'_> {
                     self.note_loads(&it.binding);
                     self.bind.insert(it.var, it.binding.clone());
                 }
-                let stores = b.body.iter().map(|s| self.store(s)).collect::<Option<Vec<_>>>();
+                // A body that is one guard the same for every lane around stores (hyb's
+                // bucket bound): the guard is tested once, outside the block, in terms of
+                // the loops' variables.
+                let (guard, body) = match b.body.as_slice() {
+                    [Stmt { kind: StmtKind::If { cond, then_body, else_body }, .. }] if else_body.is_empty() && !has_atomic(cond) && !self.depends(cond) => {
+                        self.note_loads(cond);
+                        (Some(self.subst(cond)), then_body.as_slice())
+                    }
+                    _ => (None, b.body.as_slice()),
+                };
+                let stores = body.iter().map(|s| self.store(s)).collect::<Option<Vec<_>>>();
                 self.bind = saved;
-                Some(VStmt::Block { block: b, stores: stores? })
+                let block = VStmt::Block { block: b, stores: stores? };
+                Some(match guard {
+                    Some(cond) => VStmt::If { cond, then: vec![block] },
+                    None => block,
+                })
             }
             _ => None,
         }

@@ -202,3 +202,33 @@ fn indirect_loads_are_gathers() {
         assert!(planned(&func(body)).is_none(), "{body}");
     }
 }
+
+/// A block whose body is one guard the lanes share around its stores (a padded format's
+/// bound, hyb's buckets: `if R[..] < n { .. }` in terms of the block's iterators) has a vector
+/// form that tests the guard once, outside the block, in terms of the loops' variables; a
+/// guard inside a block that the lane decides keeps the serial form.
+#[test]
+fn a_guard_the_lanes_share_inside_a_block_is_tested_once() {
+    let f = kernel(
+        4,
+        "        block b(vi: spatial(n) = i, vk: spatial(f) = t * 4 + k) {
+          if vi < n - 1 && X[vi] < 2.0 {
+            Y[vi * f + vk] = fma(2.0, X[vi * f + vk], Y[vi * f + vk])
+          }
+        }",
+    );
+    let p = planned(&f).expect("a vector form");
+    let [VStmt::If { cond, then }] = p.body.as_slice() else { panic!("{p:?}") };
+    assert_eq!(print_expr(&f, cond), "i < n - 1 && X[i] < 2.0");
+    let [VStmt::Block { stores, .. }] = then.as_slice() else { panic!("{p:?}") };
+    assert_eq!(stores.len(), 1);
+    let f = kernel(
+        4,
+        "        block b(vi: spatial(n) = i, vk: spatial(f) = t * 4 + k) {
+          if vk < n {
+            Y[vi * f + vk] = 1.0
+          }
+        }",
+    );
+    assert!(planned(&f).is_none());
+}

@@ -16,7 +16,8 @@
 //!   rows balanced by nonzeros (`partition`, [`CPU_CHUNKS`], [`CPU_GRAIN`]) and prefetches
 //!   what its nonzero loops gather where the gathered array is large
 //!   ([`CPU_PREFETCH_DISTANCE`]); an innermost loop that
-//!   drives only spatial iterators becomes `vectorized`.
+//!   drives only spatial iterators becomes `vectorized` (split by a vector first where a
+//!   padded format's guard around its block would keep it scalar: [`guarded_feature_width`]).
 //! * [`cpu_sparse`] (Stage I, before [`cpu`]): a sparse iteration that writes rows of its
 //!   output along a dense spatial iterator with reductions inside it gets that iterator
 //!   moved innermost (`sparse_reorder`), so the reductions walk around a vectorised row.
@@ -129,6 +130,14 @@ pub fn cpu_tuned(sch: &mut Schedule, t: &CpuTuning) -> Result<()> {
         let loops = sch.get_loops(b)?;
         if let Some(&last) = loops.last() {
             if sch.loop_var(last)? == var {
+                if let Some(width) = guarded_feature_width(sch.func(), &block) {
+                    let mut trial = sch.clone();
+                    let split = trial.split(last, &[None, Some(width)]).and_then(|parts| trial.vectorize(parts[1]));
+                    if split.is_ok() {
+                        *sch = trial;
+                        continue;
+                    }
+                }
                 // Loops that other rules refuse stay serial.
                 let _ = sch.vectorize(last);
             }
@@ -267,6 +276,29 @@ fn registers(sch: &mut Schedule, outer: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The lanes of one CPU vector ([`CPU_VECTOR_BYTES`]) of the feature loop around block
+/// `name`, where that loop's extent is not a literal and the block's body is one guard that
+/// the feature does not decide around its stores (a padded format's bound: hyb's buckets,
+/// BSR's edge blocks). Such a loop has no vector form as it is (`ir::vector` takes literal
+/// widths) and the backend's register tiles take no guard, so it would run one feature at a
+/// time; split by a vector, the guard is tested once per vector. `None` for other blocks.
+fn guarded_feature_width(f: &Func, name: &str) -> Option<i64> {
+    let mut found = None;
+    walk_stmts(&f.body, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            if let Some(b) = feature_block(l).filter(|b| b.name == name) {
+                let guarded = matches!(b.body.as_slice(), [Stmt { kind: StmtKind::If { cond, else_body, .. }, .. }]
+                    if else_body.is_empty() && !cond.uses_var(l.var) && !b.iters.iter().any(|it| it.binding.uses_var(l.var) && cond.uses_var(it.var)));
+                if guarded && l.extent.as_int().is_none() {
+                    let bytes = b.writes.iter().filter_map(|r| f.buffers.try_get(r.buffer)).map(|x| x.dtype.size_bytes() as i64).max();
+                    found = bytes.filter(|&n| n > 0).map(|n| CPU_VECTOR_BYTES / n);
+                }
+            }
+        }
+    });
+    found.filter(|w| sparsec_ir::vector::WIDTHS.contains(w))
 }
 
 /// Caches `buf` of block `name` in one `local` element over the loop or block that `at`
