@@ -20,6 +20,12 @@ fn loop_kinds(f: &Func) -> Vec<ForKind> {
     out
 }
 
+/// The program of `examples/<rel>`.
+fn example(rel: &str) -> Func {
+    let path = format!("{}/examples/{rel}", env!("CARGO_MANIFEST_DIR"));
+    sparsec::ir::text::parse_func(rel, &std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn check(name: &str) {
     let func = common::workload(name);
     let cpu = auto::cpu_schedule(&func).unwrap_or_else(|e| panic!("{name}, cpu: {e}"));
@@ -207,8 +213,7 @@ fn cpu_moves_a_row_of_the_output_innermost() {
 /// the backends' `formats.rs` tests.)
 #[test]
 fn cpu_gives_a_product_a_position_map() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/formats/spgemm.sptir");
-    let func = sparsec::ir::text::parse_func("spgemm.sptir", &std::fs::read_to_string(path).unwrap()).unwrap();
+    let func = example("formats/spgemm.sptir");
     let cpu = auto::cpu_schedule(&func).unwrap();
     let text = sparsec::ir::text::print_func(&cpu);
     assert!(text.contains("buffer KC_map = alloc_buffer([p + 1], i32, global)") && text.contains("KC_map[max(min(KC_coord"), "{text}");
@@ -224,8 +229,7 @@ fn cpu_gives_a_product_a_position_map() {
 /// ca-CondMat went from 29.8× to 5.0× the CSR kernel).
 #[test]
 fn cpu_splits_a_padded_formats_feature_loop_by_a_vector() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hyb.sptir");
-    let func = sparsec::ir::text::parse_func("hyb.sptir", &std::fs::read_to_string(path).unwrap()).unwrap();
+    let func = example("hyb.sptir");
     let cpu = auto::cpu_schedule(&func).unwrap();
     let text = sparsec::ir::text::print_func(&cpu);
     let mut planned = 0;
