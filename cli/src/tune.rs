@@ -228,73 +228,48 @@ fn cpu_candidates() -> Vec<CpuTuning> {
 
 /// How many parameters differ from the default.
 fn changes(t: &Params) -> usize {
-    let t = match t {
-        Params::Cpu(t) => t,
-        Params::Gpu(t) => {
-            let d = GpuTuning::default();
-            return [t.coarsen != d.coarsen, t.unroll != d.unroll, t.rows_per_block != d.rows_per_block, t.walks_on_blocks != d.walks_on_blocks]
-                .into_iter()
-                .filter(|&c| c)
-                .count();
-        }
-    };
-    let d = CpuTuning::default();
-    [t.vector_row != d.vector_row, t.long_row != d.long_row, t.row_sums != d.row_sums, t.chunks != d.chunks, t.grain != d.grain, t.prefetch_distance != d.prefetch_distance, t.prefetch_min_bytes != d.prefetch_min_bytes]
-        .into_iter()
-        .filter(|&c| c)
-        .count()
+    differences(t).len()
 }
 
 /// What differs from the default, for the table.
 fn describe(t: &Params) -> String {
-    let mut parts = Vec::new();
-    let t = match t {
-        Params::Cpu(t) => t,
-        Params::Gpu(t) => {
-            let d = GpuTuning::default();
-            if t.coarsen != d.coarsen {
-                parts.push(format!("coarsen {}", t.coarsen));
-            }
-            if t.unroll != d.unroll {
-                parts.push(format!("unroll {}", t.unroll));
-            }
-            if t.rows_per_block != d.rows_per_block {
-                parts.push(format!("rows_per_block {}", t.rows_per_block));
-            }
-            if t.walks_on_blocks != d.walks_on_blocks {
-                parts.push(format!("walks_on_blocks {}", t.walks_on_blocks));
-            }
-            return if parts.is_empty() { "default".into() } else { parts.join(", ") };
-        }
-    };
-    let d = CpuTuning::default();
-    let big = |v: i64| if v == i64::MAX { "never".to_string() } else { v.to_string() };
-    if t.vector_row != d.vector_row {
-        parts.push(format!("vector_row {}", big(t.vector_row)));
-    }
-    if t.long_row != d.long_row {
-        parts.push(format!("long_row {}", big(t.long_row)));
-    }
-    if t.row_sums != d.row_sums {
-        parts.push(format!("row_sums {}", t.row_sums));
-    }
-    if t.chunks != d.chunks {
-        parts.push(format!("chunks {}", t.chunks));
-    }
-    if t.grain != d.grain {
-        parts.push(format!("grain {}/{}", t.grain[0], t.grain[1]));
-    }
-    if t.prefetch_distance != d.prefetch_distance {
-        parts.push(format!("prefetch_distance {}", t.prefetch_distance));
-    }
-    if t.prefetch_min_bytes != d.prefetch_min_bytes {
-        parts.push(format!("prefetch_min_bytes {}", big(t.prefetch_min_bytes)));
-    }
+    let parts = differences(t);
     if parts.is_empty() {
         "default".into()
     } else {
         parts.join(", ")
     }
+}
+
+/// Each parameter that differs from the default, with its value.
+fn differences(t: &Params) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut note = |differs: bool, what: String| {
+        if differs {
+            parts.push(what);
+        }
+    };
+    match t {
+        Params::Gpu(t) => {
+            let d = GpuTuning::default();
+            note(t.coarsen != d.coarsen, format!("coarsen {}", t.coarsen));
+            note(t.unroll != d.unroll, format!("unroll {}", t.unroll));
+            note(t.rows_per_block != d.rows_per_block, format!("rows_per_block {}", t.rows_per_block));
+            note(t.walks_on_blocks != d.walks_on_blocks, format!("walks_on_blocks {}", t.walks_on_blocks));
+        }
+        Params::Cpu(t) => {
+            let d = CpuTuning::default();
+            let big = |v: i64| if v == i64::MAX { "never".to_string() } else { v.to_string() };
+            note(t.vector_row != d.vector_row, format!("vector_row {}", big(t.vector_row)));
+            note(t.long_row != d.long_row, format!("long_row {}", big(t.long_row)));
+            note(t.row_sums != d.row_sums, format!("row_sums {}", t.row_sums));
+            note(t.chunks != d.chunks, format!("chunks {}", t.chunks));
+            note(t.grain != d.grain, format!("grain {}/{}", t.grain[0], t.grain[1]));
+            note(t.prefetch_distance != d.prefetch_distance, format!("prefetch_distance {}", t.prefetch_distance));
+            note(t.prefetch_min_bytes != d.prefetch_min_bytes, format!("prefetch_min_bytes {}", big(t.prefetch_min_bytes)));
+        }
+    }
+    parts
 }
 
 /// `sparsec tune` (module documentation).

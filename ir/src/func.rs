@@ -732,11 +732,7 @@ pub fn threads_exchange_across_runs(f: &Func, a: &Stmt) -> bool {
     let mine = written_buffers(std::slice::from_ref(a));
     // A checked run's fault record: any unit's report of a fault fails the run alike.
     let fault = crate::verify::fault_record(f);
-    let of_unit = |e: &Expr| {
-        let mut hit = false;
-        e.walk(&mut |x| hit |= matches!(x, Expr::Var(v) if units.contains(v)));
-        hit
-    };
+    let of_unit = |e: &Expr| units.iter().any(|&u| e.uses_var(u));
     // A position read in this run, or gathered at the unit's own position (a scatter through
     // an index array: units meet each other's elements from run to run).
     let reads_memory = |idx: &[Expr]| {
