@@ -1,7 +1,8 @@
 //! sparsec's CPU kernels beside their peers, measured in one run: CSR SpMM (feat 32 and 128),
 //! SpMV and SDDMM (feat 32 and 128) with the default CPU schedule on the MLIR JIT, one thread
 //! and two, against oneMKL (sparse_dot_mkl's call, and the inspector-executor API with the
-//! handle built once; one and two threads), scipy, and numpy's gather + sum for SDDMM.
+//! handle built once; one and two threads), scipy, numpy's gather + sum for SDDMM, and MLIR's
+//! own sparsifier for SpMM and SpMV (`SparsifierKernel`, JIT-compiled here, one thread).
 //!
 //! The peers run in a Python process (`scripts/cpu_peers.py`) that this bench drives line by
 //! line, so every round measures sparsec and then its peers on the same matrix before the
@@ -15,7 +16,7 @@
 //! `$CARGO_TARGET_DIR/bench-cpu.json`. Ratios are sparsec time / peer time (below 1: sparsec
 //! is faster).
 
-use sparsec_backend_mlir::{CpuKernel, CpuOptions};
+use sparsec_backend_mlir::{CpuKernel, CpuOptions, SparsifierKernel, SparsifierOp};
 use sparsec_ir::data::Args;
 use sparsec_ir::Func;
 use sparsec_testkit::Mat;
@@ -179,12 +180,15 @@ fn main() {
     }
     let mut rows: Vec<Row> = Vec::new();
     let mut args: Vec<Args> = Vec::new();
+    // MLIR's sparsifier on the same matrix and dense operand (SpMM, SpMV), in this process.
+    let mut sparsifiers: Vec<Option<Sparsifier>> = Vec::new();
     if wanted("large") {
         let (name, m) = large_graph();
         let loaded = peers.ask(&format!("loadcsr {name} {}", write_csr(&name, &m).display()));
         assert_eq!(loaded.get("nnz").and_then(|v| v.as_u64()), Some(m.nnz() as u64), "{name}: the peers read another matrix");
         rows.push(Row { kernel: "large", matrix: name, nnz: m.nnz(), feat: 32, t: BTreeMap::new() });
         args.push(sparsec_testkit::workloads::csrmm_args(&m, f32s(m.cols * 32, 0), 32, 0.0));
+        sparsifiers.push(Some(Sparsifier::new(&m, SparsifierOp::Spmm { feat: 32 }, f32s(m.cols * 32, 0))));
     }
     for (name, m) in &mats {
         let loaded = peers.ask(&format!("load {name} {}", paths[name].display()));
@@ -201,11 +205,16 @@ fn main() {
                 "spmv" => sparsec_testkit::workloads::spmv_args(m, f32s(m.cols, 1), 0.0),
                 _ => sparsec_testkit::workloads::sddmm_case_of_width(m, &mut sparsec_testkit::Rng::new(3), feat).args,
             });
+            sparsifiers.push(match kernel {
+                "spmm" => Some(Sparsifier::new(m, SparsifierOp::Spmm { feat }, f32s(m.cols * feat, 0))),
+                "spmv" => Some(Sparsifier::new(m, SparsifierOp::Spmv, f32s(m.cols, 1))),
+                _ => None,
+            });
         }
     }
     for round in 0..rounds {
         eprintln!("round {}/{rounds}", round + 1);
-        for (row, a) in rows.iter_mut().zip(args.iter_mut()) {
+        for ((row, a), sp) in rows.iter_mut().zip(args.iter_mut()).zip(sparsifiers.iter_mut()) {
             let k = match row.kernel {
                 "spmm" | "large" => &spmm,
                 "spmv" => &spmv,
@@ -215,6 +224,9 @@ fn main() {
             let s2 = best(|| k.threaded.run(a).expect("runs"));
             row.keep("sparsec1", s1);
             row.keep("sparsec2", s2);
+            if let Some(sp) = sp {
+                row.keep("sparsifier", best(|| sp.kernel.run(&sp.dense, &mut sp.out).expect("the sparsifier runs")));
+            }
             let peer: Vec<(String, f64)> = match row.kernel {
                 "sddmm" => peers.times(&format!("sddmm {} {}", row.matrix, row.feat)).into_iter().collect(),
                 kernel => {
@@ -239,6 +251,25 @@ fn main() {
         }
     }
     report(&rows);
+}
+
+/// MLIR's sparsifier compiled for one matrix, with its dense operand and output.
+struct Sparsifier {
+    kernel: SparsifierKernel,
+    dense: Vec<f32>,
+    out: Vec<f32>,
+}
+
+impl Sparsifier {
+    fn new(m: &Mat, op: SparsifierOp, dense: Vec<f32>) -> Sparsifier {
+        let feat = match op {
+            SparsifierOp::Spmm { feat } => feat,
+            SparsifierOp::Spmv => 1,
+        };
+        let (ptr, idx) = (m.indptr.iter().map(|&x| x as i64).collect(), m.indices.iter().map(|&x| x as i64).collect());
+        let kernel = SparsifierKernel::compile(op, m.rows, m.cols, ptr, idx, m.vals.clone()).expect("the sparsifier compiles");
+        Sparsifier { kernel, dense, out: vec![0.0; m.rows * feat] }
+    }
 }
 
 /// What waking the thread team costs: the fastest threaded call of a parallel loop of two
@@ -307,18 +338,18 @@ fn report(rows: &[Row]) {
     for (kernel, cols, ratios) in [
         (
             "spmm",
-            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy"][..],
-            &[("sparsec1", "mkl1"), ("sparsec2", "mkl2"), ("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "scipy"), ("sparsec2", "sparsec1")][..],
+            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy", "sparsifier"][..],
+            &[("sparsec1", "mkl1"), ("sparsec2", "mkl2"), ("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "scipy"), ("sparsec1", "sparsifier"), ("sparsec2", "sparsec1")][..],
         ),
         (
             "large",
-            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy"][..],
-            &[("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "scipy"), ("sparsec2", "sparsec1")][..],
+            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy", "sparsifier"][..],
+            &[("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "scipy"), ("sparsec1", "sparsifier"), ("sparsec2", "sparsec1")][..],
         ),
         (
             "spmv",
-            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy"][..],
-            &[("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "mkl1"), ("sparsec2", "sparsec1")][..],
+            &["sparsec1", "sparsec2", "mkl1", "mkl2", "mkl_ie1", "mkl_ie2", "scipy", "sparsifier"][..],
+            &[("sparsec1", "mkl_ie1"), ("sparsec2", "mkl_ie2"), ("sparsec1", "mkl1"), ("sparsec1", "sparsifier"), ("sparsec2", "sparsec1")][..],
         ),
         ("sddmm", &["sparsec1", "sparsec2", "numpy"][..], &[("sparsec1", "numpy"), ("sparsec2", "numpy"), ("sparsec2", "sparsec1")][..]),
     ] {

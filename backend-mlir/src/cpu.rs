@@ -227,11 +227,7 @@ pub fn emit_cpu_mlir(func: &Func, opts: &CpuOptions) -> Result<String> {
 /// A JIT-compiled Stage-III function, compiled once and run many times. It is `Send` (not
 /// `Sync`).
 pub struct CpuKernel {
-    engine: MlirExecutionEngine,
-    /// The packed entry point of the C interface (`_mlir_ciface_<name>`, taking a pointer to
-    /// each argument, a memref's to its descriptor), looked up once: a lookup through the
-    /// JIT's symbol tables costs about 1 µs a call.
-    entry: unsafe extern "C" fn(*mut *mut c_void),
+    jit: Jit,
     func: Func,
     sig: Vec<AbiParam>,
     threaded: bool,
@@ -241,15 +237,54 @@ pub struct CpuKernel {
     blocktime: Option<i32>,
 }
 
+/// An execution engine and the packed entry point of one function in it.
+pub(crate) struct Jit {
+    engine: MlirExecutionEngine,
+    /// The packed entry point of the C interface (`_mlir_ciface_<name>`, taking a pointer to
+    /// each argument, a memref's to its descriptor), looked up once: a lookup through the
+    /// JIT's symbol tables costs about 1 µs a call.
+    entry: unsafe extern "C" fn(*mut *mut c_void),
+}
+
 // The engine owns its LLVM context and JIT, and holds no thread-affine state: a kernel may
 // move to another thread.
-unsafe impl Send for CpuKernel {}
+unsafe impl Send for Jit {}
 
-impl Drop for CpuKernel {
+impl Drop for Jit {
     fn drop(&mut self) {
         // A parallel region returns after its join barrier: no OpenMP thread is still in the
         // kernel's code, so the engine may go.
         unsafe { mlirExecutionEngineDestroy(self.engine) }
+    }
+}
+
+impl Jit {
+    /// JIT-compiles `module` (in the LLVM dialect) at `opt_level` and looks up the C
+    /// interface of function `name` (`llvm.emit_c_interface`).
+    pub(crate) fn new(module: &Module, opt_level: usize, keep_object: bool, name: &str) -> Result<Jit> {
+        let engine = unsafe { mlirExecutionEngineCreate(module.to_raw(), opt_level.min(3) as i32, 0, std::ptr::null(), keep_object, false) };
+        if engine.ptr.is_null() {
+            return Err(MlirError::Jit(format!("cannot create the execution engine for `{name}`")));
+        }
+        // The engine compiles lazily: the lookup makes the code now, once.
+        let ciface = format!("_mlir_ciface_{name}");
+        let entry = unsafe { mlir_sys::mlirExecutionEngineLookupPacked(engine, string_ref(&ciface)) };
+        if entry.is_null() {
+            unsafe { mlirExecutionEngineDestroy(engine) };
+            return Err(MlirError::Jit(format!("no entry point for `{name}`")));
+        }
+        // SAFETY: the execution engine's packed wrapper has the C type `void (void **)`.
+        let entry = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut *mut c_void)>(entry) };
+        Ok(Jit { engine, entry })
+    }
+
+    /// Calls the entry point.
+    ///
+    /// # Safety
+    /// `packed` holds a pointer to each argument of the function's C interface, each valid
+    /// for the call.
+    pub(crate) unsafe fn call(&self, packed: &mut [*mut c_void]) {
+        unsafe { (self.entry)(packed.as_mut_ptr()) }
     }
 }
 
@@ -348,24 +383,9 @@ impl CpuKernel {
         if threaded {
             load_openmp_runtime(&opts.openmp_runtime.clone().unwrap_or_else(default_openmp_runtime))?;
         }
-        let engine = unsafe {
-            mlirExecutionEngineCreate(module.to_raw(), opts.opt_level.min(3) as i32, 0, std::ptr::null(), opts.keep_object, false)
-        };
-        if engine.ptr.is_null() {
-            return Err(MlirError::Jit(format!("cannot create the execution engine for `{}`", func.name)));
-        }
-        // The engine compiles lazily: the lookup makes the code now, once.
-        let ciface = format!("_mlir_ciface_{}", func.name);
-        let entry = unsafe { mlir_sys::mlirExecutionEngineLookupPacked(engine, string_ref(&ciface)) };
-        if entry.is_null() {
-            unsafe { mlirExecutionEngineDestroy(engine) };
-            return Err(MlirError::Jit(format!("no entry point for `{}`", func.name)));
-        }
-        // SAFETY: the execution engine's packed wrapper has the C type `void (void **)`.
-        let entry = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut *mut c_void)>(entry) };
+        let jit = Jit::new(&module, opts.opt_level, opts.keep_object, &func.name)?;
         Ok(CpuKernel {
-            engine,
-            entry,
+            jit,
             func: func.clone(),
             sig,
             threaded,
@@ -382,7 +402,7 @@ impl CpuKernel {
         }
         let name = path.to_str().ok_or_else(|| MlirError::Jit(format!("path `{}` is not UTF-8", path.display())))?;
         let file = MlirStringRef { data: name.as_ptr().cast(), length: name.len() };
-        unsafe { mlir_sys::mlirExecutionEngineDumpToObjectFile(self.engine, file) };
+        unsafe { mlir_sys::mlirExecutionEngineDumpToObjectFile(self.jit.engine, file) };
         if !path.exists() {
             return Err(MlirError::Jit(format!("the engine wrote no object to `{name}`")));
         }
@@ -450,7 +470,7 @@ impl CpuKernel {
         if let (true, Some(ms)) = (self.threaded, self.blocktime) {
             set_openmp_blocktime(ms);
         }
-        unsafe { (self.entry)(packed.as_mut_ptr()) };
+        unsafe { self.jit.call(&mut packed) };
         let returned = Instant::now();
         for p in prepared {
             if let Prepared::Copy { name, data, back, .. } = p {

@@ -12,6 +12,8 @@
 //!   the MLIR execution engine; [`run_cpu`] has the interpreter's contract.
 //!   [`CpuOptions::emulate_gpu`] runs the GPU kernels themselves over their grid on the CPU,
 //!   to check GPU code without a GPU.
+//! * **A peer** — [`SparsifierKernel`] is MLIR's own sparsifier on CSR SpMM or SpMV, JIT-compiled
+//!   in-process for `sparsec bench --compare sparsifier`.
 //!
 //! ## Translation
 //!
@@ -50,10 +52,12 @@ mod error;
 mod gpu;
 mod hoist;
 mod regtile;
+mod sparsifier;
 mod translate;
 
 pub use abi::{signature, AbiParam, ArgKind};
 pub use cpu::{default_openmp_runtime, emit_cpu_mlir, host_has_fast_gather, host_vector_bytes, run_cpu, CpuKernel, CpuOptions, CPU_PIPELINE};
 pub use error::{MlirError, Result};
 pub use gpu::{emit_mlir, emit_mlir_located, emit_ptx, gpu_plan, index_bits, ptx_pipeline, DeviceAlloc, GpuPlan, KernelLaunch};
+pub use sparsifier::{sparsifier_module, sparsifier_pipeline, SparsifierKernel, SparsifierOp};
 pub use translate::Source;

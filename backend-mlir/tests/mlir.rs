@@ -10,4 +10,5 @@ mod mlir {
     mod refusals;
     mod runtime;
     mod semantics;
+    mod sparsifier;
 }

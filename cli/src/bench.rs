@@ -3,7 +3,7 @@
 //! feature widths and schedules prints a table, writes CSV or JSON and draws a chart.
 
 use crate::backends::Auto;
-use crate::peers::{self, Operands, Operation, Peer, PeerProcess};
+use crate::peers::{self, Operands, Operation, Peer, Peers};
 use crate::run::{self, backend_name, RunArgs};
 use sparsec::backend::RunTimes;
 use std::fmt::Write as _;
@@ -31,8 +31,9 @@ pub struct BenchArgs {
     #[arg(long = "sweep-schedule", value_name = "TRACE|auto-cpu|auto-gpu|plain")]
     sweep_schedule: Vec<String>,
     /// Times a peer library on the same operands in the same rounds (repeatable): `scipy`,
-    /// `mkl`, `mkl-ie` (SpMM, SpMV over CSR), `numpy` (SDDMM). Its result and the program's
-    /// are both checked against an f64 reference first. Needs python3 with numpy and scipy.
+    /// `mkl`, `mkl-ie`, `sparsifier` (SpMM, SpMV over CSR), `numpy` (SDDMM). Its result and
+    /// the program's are both checked against an f64 reference first. The Python peers need
+    /// python3 with numpy and scipy; `sparsifier` is MLIR's, compiled in this process.
     #[arg(long, value_enum)]
     compare: Vec<Peer>,
     /// Prints one JSON object per case instead of the table.
@@ -205,7 +206,7 @@ pub fn bench(mut b: BenchArgs, out_text: &mut String) -> Result<(), Box<dyn std:
         if let Some(p) = b.compare.iter().find(|p| !p.computes(op.kind)) {
             return Err(format!("--compare {}: it does not compute {} (the program's operation)", p.name(), op.kind.name()).into());
         }
-        let mut proc = PeerProcess::spawn()?;
+        let mut proc = Peers::start(&b.compare)?;
         if b.compare.iter().any(|p| p.is_mkl()) {
             mkl = Some(proc.mkl_info().map_err(|e| format!("--compare mkl: {e}"))?);
         }
@@ -215,7 +216,7 @@ pub fn bench(mut b: BenchArgs, out_text: &mut String) -> Result<(), Box<dyn std:
             let name = &s.stage1.buffers[op.out].name;
             let got = peers::output(&s.stage1, &op, &out);
             op.check(&operands, &got, &format!("`{}` (its output `{name}`)", s.stage1.name)).map_err(|e| format!("--compare: {e}"))?;
-            proc.load(i, &operands)?;
+            proc.load(i, &b.compare, &op, &operands)?;
             ops.push((op.clone(), operands));
         }
         process = Some(proc);
@@ -320,6 +321,9 @@ fn table(b: &BenchArgs, title: &str, measured: &[Measured], sched: bool, threads
         writeln!(out, "peers: the fastest call in each round (best of 0.15 s), compared with the fastest kernel; their results equal an f64 reference, as sparsec's do")?;
         if b.compare.iter().any(|p| p.is_mkl()) {
             writeln!(out, "oneMKL with {threads} thread(s): {}", mkl.unwrap_or("?"))?;
+        }
+        if b.compare.contains(&Peer::Sparsifier) {
+            writeln!(out, "sparsifier: MLIR's `sparsifier` pipeline on linalg over a CSR encoding, JIT-compiled here, one thread (C zeroed in each call)")?;
         }
     }
     if measured.len() > 1 {

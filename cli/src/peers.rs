@@ -1,7 +1,8 @@
 //! What a program computes, as far as a peer library computes it too (CSR SpMM, SpMV and
-//! SDDMM), checked by its numbers in f64; and the peers themselves (scipy, oneMKL, numpy),
-//! timed in a Python process (`scripts/cpu_peers.py`) on the same operands, for
-//! `sparsec bench --compare` and `sparsec gpu-report --peer`.
+//! SDDMM), checked by its numbers in f64; and the peers themselves, timed on the same
+//! operands for `sparsec bench --compare` and `sparsec gpu-report --peer`: scipy, oneMKL and
+//! numpy in a Python process (`scripts/cpu_peers.py`), MLIR's sparsifier in this process
+//! (`sparsec_backend_mlir::SparsifierKernel`).
 
 use clap::ValueEnum;
 use serde_json::Value;
@@ -229,6 +230,9 @@ pub(crate) enum Peer {
     MklIe,
     /// numpy's gather and sum: SDDMM.
     Numpy,
+    /// MLIR's own sparsifier (`linalg.matmul`/`matvec` on a CSR encoding, the upstream
+    /// `sparsifier` pipeline), JIT-compiled in this process; one thread: SpMM, SpMV.
+    Sparsifier,
 }
 
 impl Peer {
@@ -240,7 +244,7 @@ impl Peer {
     /// Whether it computes `op`.
     pub fn computes(self, op: OpKind) -> bool {
         match self {
-            Peer::Scipy | Peer::Mkl | Peer::MklIe => matches!(op, OpKind::Spmm | OpKind::Spmv),
+            Peer::Scipy | Peer::Mkl | Peer::MklIe | Peer::Sparsifier => matches!(op, OpKind::Spmm | OpKind::Spmv),
             Peer::Numpy => op == OpKind::Sddmm,
         }
     }
@@ -248,6 +252,121 @@ impl Peer {
     /// Whether it is oneMKL.
     pub fn is_mkl(self) -> bool {
         matches!(self, Peer::Mkl | Peer::MklIe)
+    }
+
+    /// Whether it runs in the Python process.
+    fn in_python(self) -> bool {
+        self != Peer::Sparsifier
+    }
+}
+
+/// Seconds a peer's calls are repeated for, at least [`LEAST_CALLS`] times; the best is
+/// its time (the Python process's `best`).
+const BUDGET_S: f64 = 0.15;
+const LEAST_CALLS: usize = 3;
+
+/// The peers of one `bench`: the Python process where a peer needs it, and the in-process
+/// sparsifier's kernel and operands for each case.
+pub(crate) struct Peers {
+    python: Option<PeerProcess>,
+    sparsifier: Vec<Option<InProcess>>,
+}
+
+/// A case's operands and kernel for an in-process peer.
+#[cfg(feature = "mlir")]
+struct InProcess {
+    kernel: sparsec_backend_mlir::SparsifierKernel,
+    dense: Vec<f32>,
+    out_len: usize,
+}
+
+/// Never built without the MLIR backend.
+#[cfg(not(feature = "mlir"))]
+enum InProcess {}
+
+impl Peers {
+    /// Starts what `peers` need.
+    pub fn start(peers: &[Peer]) -> Result<Peers, String> {
+        let python = if peers.iter().any(|p| p.in_python()) { Some(PeerProcess::spawn()?) } else { None };
+        Ok(Peers { python, sparsifier: Vec::new() })
+    }
+
+    /// Which oneMKL ran and on which code path.
+    pub fn mkl_info(&mut self) -> Result<String, String> {
+        self.python.as_mut().ok_or("oneMKL was not started")?.mkl_info()
+    }
+
+    /// Hands case `case`'s operands to the peers (cases in order from 0).
+    pub fn load(&mut self, case: usize, peers: &[Peer], op: &Operation, ops: &Operands) -> Result<(), String> {
+        if let Some(p) = self.python.as_mut() {
+            p.load(case, ops)?;
+        }
+        debug_assert_eq!(self.sparsifier.len(), case);
+        let built = if peers.contains(&Peer::Sparsifier) { Some(in_process(op, ops)?) } else { None };
+        self.sparsifier.push(built);
+        Ok(())
+    }
+
+    /// The best call of `peer` computing `op` on case `case` (loaded) with `threads`
+    /// threads (the Python peers; the sparsifier runs on one), in seconds, and its result.
+    pub fn time(&mut self, peer: Peer, case: usize, op: &Operation, threads: usize) -> Result<(f64, Vec<f64>), String> {
+        if peer.in_python() {
+            return self.python.as_mut().ok_or("the peer process was not started")?.time(peer, case, op, threads);
+        }
+        let p = self.sparsifier.get(case).and_then(Option::as_ref).ok_or("the sparsifier was not loaded")?;
+        let mut out = vec![0f32; p.out_len()];
+        let (mut best, mut calls) = (f64::INFINITY, 0);
+        let start = std::time::Instant::now();
+        while calls < LEAST_CALLS || start.elapsed().as_secs_f64() < BUDGET_S {
+            let t = std::time::Instant::now();
+            p.run(&mut out)?;
+            best = best.min(t.elapsed().as_secs_f64());
+            calls += 1;
+        }
+        Ok((best, out.iter().map(|&v| f64::from(v)).collect()))
+    }
+}
+
+#[cfg(feature = "mlir")]
+fn in_process(op: &Operation, ops: &Operands) -> Result<InProcess, String> {
+    use sparsec_backend_mlir::{SparsifierKernel, SparsifierOp};
+    let (dense, shape) = &ops.dense[0];
+    let sop = match op.kind {
+        OpKind::Spmm => SparsifierOp::Spmm { feat: shape[1] as usize },
+        OpKind::Spmv => SparsifierOp::Spmv,
+        OpKind::Sddmm => return Err("the sparsifier peer computes SpMM and SpMV".into()),
+    };
+    let values = ops.values.as_deref().unwrap_or(&[]).iter().map(|&v| v as f32).collect();
+    let kernel = SparsifierKernel::compile(sop, ops.rows, ops.cols, ops.indptr.clone(), ops.indices.clone(), values)
+        .map_err(|e| format!("--compare sparsifier: {e}"))?;
+    let feat = if op.kind == OpKind::Spmm { shape[1] as usize } else { 1 };
+    Ok(InProcess { kernel, dense: dense.iter().map(|&v| v as f32).collect(), out_len: ops.rows * feat })
+}
+
+#[cfg(not(feature = "mlir"))]
+fn in_process(_: &Operation, _: &Operands) -> Result<InProcess, String> {
+    Err("--compare sparsifier needs the MLIR backend (build sparsec with the `mlir` feature)".into())
+}
+
+#[cfg(feature = "mlir")]
+impl InProcess {
+    fn out_len(&self) -> usize {
+        self.out_len
+    }
+
+    fn run(&self, out: &mut [f32]) -> Result<(), String> {
+        self.kernel.run(&self.dense, out).map_err(|e| format!("--compare sparsifier: {e}"))
+    }
+}
+
+#[cfg(not(feature = "mlir"))]
+impl InProcess {
+    fn out_len(&self) -> usize {
+        match *self {}
+    }
+
+    fn run(&self, _: &mut [f32]) -> Result<(), String> {
+        match *self {}
     }
 }
 
@@ -262,7 +381,7 @@ pub(crate) struct PeerProcess {
 
 impl PeerProcess {
     /// Starts `python3` on the peer program.
-    pub fn spawn() -> Result<PeerProcess, String> {
+    fn spawn() -> Result<PeerProcess, String> {
         let python = std::env::var("SPARSEC_PYTHON").unwrap_or_else(|_| "python3".into());
         let need = "--compare needs python3 with numpy and scipy (`python3 -m pip install numpy scipy`; mkl and sparse-dot-mkl for oneMKL)";
         let mut child = Command::new(&python)
@@ -309,13 +428,13 @@ impl PeerProcess {
     }
 
     /// Which oneMKL ran and on which code path (`MKL_VERBOSE`).
-    pub fn mkl_info(&mut self) -> Result<String, String> {
+    fn mkl_info(&mut self) -> Result<String, String> {
         let v = self.ask("info")?;
         Ok(format!("{}; {}", v["mkl"].as_str().unwrap_or("?"), v["mkl_path"].as_str().unwrap_or("?")))
     }
 
     /// Hands case `case`'s operands to the process.
-    pub fn load(&mut self, case: usize, ops: &Operands) -> Result<(), String> {
+    fn load(&mut self, case: usize, ops: &Operands) -> Result<(), String> {
         let dir = self.dir.join(format!("case{case}"));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let write = |name: &str, a: Array, shape: &[u64]| {
@@ -337,7 +456,7 @@ impl PeerProcess {
 
     /// The best call of `peer` computing `op` on case `case` (loaded) with `threads`
     /// threads, in seconds, and its result.
-    pub fn time(&mut self, peer: Peer, case: usize, op: &Operation, threads: usize) -> Result<(f64, Vec<f64>), String> {
+    fn time(&mut self, peer: Peer, case: usize, op: &Operation, threads: usize) -> Result<(f64, Vec<f64>), String> {
         let out = self.dir.join(format!("case{case}/out.npy"));
         let operands: Vec<String> = std::iter::once(format!("c{case}")).chain((0..op.dense.len()).map(|d| format!("c{case}d{d}"))).collect();
         let v = self.ask(&format!("peer {} {} {} {threads} {}", peer.name(), op.kind.name(), out.display(), operands.join(" ")))?;

@@ -765,8 +765,8 @@ fn bench_sweeps_matrices_widths_and_schedules() {
 }
 
 /// `bench --compare` times a peer library on the program's own operands in the same rounds,
-/// once its result and the program's both equal an f64 reference: scipy for SpMM and SpMV,
-/// numpy for SDDMM. A program that only looks like SpMM (it doubles the product) is refused
+/// once its result and the program's both equal an f64 reference: scipy and MLIR's sparsifier
+/// (in-process) for SpMM and SpMV, numpy for SDDMM. A program that only looks like SpMM (it doubles the product) is refused
 /// by its numbers; a peer that does not compute the operation, and a program no peer
 /// computes, are refused with the reason.
 #[test]
@@ -775,7 +775,14 @@ fn bench_compares_with_peers_on_the_same_operands() {
     let a = small_matrix(&dir);
     let mat = format!("A={}", a.display());
     let quick = ["--repeat", "2", "--rounds", "2", "--json"];
-    for (file, buffer, peer, feat) in [("tests/workloads/csrmm.sptir", "A", "scipy", Some("8")), ("examples/spmv.sptir", "A", "scipy", None), ("tests/workloads/sddmm.sptir", "C", "numpy", Some("8"))] {
+    let cases = [
+        ("tests/workloads/csrmm.sptir", "A", "scipy", Some("8")),
+        ("examples/spmv.sptir", "A", "scipy", None),
+        ("tests/workloads/sddmm.sptir", "C", "numpy", Some("8")),
+        ("tests/workloads/csrmm.sptir", "A", "sparsifier", Some("8")),
+        ("examples/spmv.sptir", "A", "sparsifier", None),
+    ];
+    for (file, buffer, peer, feat) in cases {
         let m = format!("{buffer}={}", a.display());
         let mut args = vec!["bench", file, "--matrix", &m, "--backend", "mlir-cpu", "--compare", peer];
         if let Some(f) = feat {
@@ -794,6 +801,7 @@ fn bench_compares_with_peers_on_the_same_operands() {
     std::fs::write(&doubled, text).unwrap();
     fails_with(&["bench", doubled.to_str().unwrap(), "--matrix", &mat, "--feat", "8", "--compare", "scipy"], &["--compare: `csrmm` (its output `C`) does not compute spmm on these data"]);
     fails_with(&["bench", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--compare", "numpy"], &["--compare numpy: it does not compute spmm"]);
+    fails_with(&["bench", "tests/workloads/sddmm.sptir", "--matrix", &format!("C={}", a.display()), "--feat", "8", "--compare", "sparsifier"], &["--compare sparsifier: it does not compute sddmm"]);
     fails_with(&["bench", "tests/workloads/csr_element_wise.sptir", "--matrix", &mat, "--compare", "scipy"], &["is not an operation a peer computes"]);
 }
 
