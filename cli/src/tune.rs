@@ -36,6 +36,11 @@ pub struct TuneArgs {
     /// Searches the schedule's parameters only, not format decompositions.
     #[arg(long)]
     schedules_only: bool,
+    /// The cost model's limit: a format decomposition whose pieces store more than this many
+    /// value slots per nonzero of A (padding, blocks' zeros) does that many times CSR's
+    /// multiply-adds, and is pruned before it is compiled.
+    #[arg(long, default_value_t = 3.0)]
+    max_slots: f64,
 }
 
 /// Candidates kept compiled besides the default for the final rounds.
@@ -162,6 +167,33 @@ fn prepare_format<'a>(
     Ok((prepared, trace, sparsec::ir::text::print_func(&g)))
 }
 
+/// The cost model of a decomposition by `rules`: the value slots its pieces store (padding and
+/// blocks' zeros included) per stored entry of the `nnz` of A, bound from the matrix in `args`
+/// (O(nnz), nothing compiled). A kernel's multiply-adds grow with the slots it walks.
+fn slots_per_nonzero(stage1: &sparsec::ir::Func, args: &sparsec::ir::data::Args, rules: &[sparsec::passes::FormatRewriteRule], nnz: usize) -> Result<f64, String> {
+    let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| x.to_string())?;
+    let mut gargs = args.clone();
+    driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| x.to_string())?;
+    driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| x.to_string())?;
+    Ok(stored_slots(stage1, &g, &gargs) as f64 / nnz.max(1) as f64)
+}
+
+/// The value slots the pieces of a decomposition `g` of `stage1` store, bound in `args`: its
+/// float parameters that `stage1` lacks.
+fn stored_slots(stage1: &sparsec::ir::Func, g: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> usize {
+    g.buffers
+        .iter()
+        .filter(|(_, b)| b.dtype.is_float())
+        .filter_map(|(_, b)| match b.storage {
+            sparsec::ir::Storage::Param(p) => Some(&g.params[p].name),
+            sparsec::ir::Storage::Alloc(_) => None,
+        })
+        .filter(|name| !stage1.params.iter().any(|q| &q.name == *name))
+        .filter_map(|name| args.arrays.get(name))
+        .map(|a| a.len())
+        .sum()
+}
+
 /// The candidates of the CPU's (`gpu` false) or the GPU's default schedule: the default
 /// first, then every combination of the values below in an order drawn from `seed`.
 fn candidates(gpu: bool, seed: u64) -> Vec<Params> {
@@ -280,6 +312,9 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     if a.repeat == 0 {
         return Err("tune: --repeat must be at least 1".into());
     }
+    if !(a.max_slots.is_finite() && a.max_slots >= 1.0) {
+        return Err(format!("tune: --max-slots must be a number of at least 1, not {}", a.max_slots).into());
+    }
     if !(a.budget.is_finite() && a.budget > 0.0) {
         return Err(format!("tune: --budget must be a positive number of seconds, not {}", a.budget).into());
     }
@@ -303,13 +338,17 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         Ok(fastest)
     };
     // The default first, then every format decomposition, then the other schedules.
-    let longest = driver::csr_pattern(&s.stage1, "A", &s.args).map_or(0, |m| m.row_lengths().into_iter().max().unwrap_or(0));
+    let pattern = driver::csr_pattern(&s.stage1, "A", &s.args);
+    let longest = pattern.as_ref().map_or(0, |m| m.row_lengths().into_iter().max().unwrap_or(0));
+    let nnz = pattern.as_ref().map_or(0, |m| m.nnz());
     let formats = if a.schedules_only { Vec::new() } else { format_rules(longest) };
     let tunings = candidates(gpu, a.order_seed);
     let all: Vec<Result<Params, usize>> =
         std::iter::once(Ok(tunings[0])).chain((0..formats.len()).map(Err)).chain(tunings[1..].iter().copied().map(Ok)).collect();
     let mut want: Option<sparsec::ir::data::Args> = None;
     let mut refused: Vec<(String, String)> = Vec::new();
+    // Formats the cost model ruled out, with their slots per nonzero.
+    let mut pruned: Vec<(String, f64)> = Vec::new();
     let bar = crate::bench::progress("tune", all.len());
     for (k, cand) in all.iter().enumerate() {
         if k > 0 && start.elapsed() >= budget {
@@ -322,6 +361,17 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
                 let (name, rules) = &formats[f];
                 let Some(want) = want.as_ref() else { continue };
                 let auto = Plan::Auto(Params::default_for(gpu).auto());
+                match slots_per_nonzero(&s.stage1, &s.args, rules, nnz) {
+                    Ok(r) if r > a.max_slots => {
+                        pruned.push((name.clone(), r));
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(why) => {
+                        refused.push((name.clone(), why));
+                        continue;
+                    }
+                }
                 match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, &s.args, rules, want, a.run.checked, &auto) {
                     Ok((p, trace, text)) => (Params::default_for(gpu), Some((name.clone(), text)), trace, p),
                     Err(why) => {
@@ -407,6 +457,9 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         }
         for (name, why) in &refused {
             writeln!(out_text, "  {:>12}     {:>7}  format {name}: {why}", "refused", "")?;
+        }
+        for (name, r) in &pruned {
+            writeln!(out_text, "  {:>12}     {:>7}  format {name}: stores {r:.1} value slots per nonzero of A, above --max-slots {}", "pruned", "", a.max_slots)?;
         }
     }
     if a.all {

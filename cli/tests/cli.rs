@@ -1030,7 +1030,7 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     }
     // csrmm: every format decomposition of A is measured (its kernel, the conversion done
     // once) with the same numbers as the default, or refused with the reason; none differs.
-    let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "60", "--repeat", "2"]);
+    let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "60", "--repeat", "2", "--max-slots", "1000"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     let section = out.split("formats (").nth(1).unwrap_or_else(|| panic!("{out}"));
@@ -1041,6 +1041,18 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
         assert!(first == "refused" || first.parse::<f64>().is_ok_and(|t| t > 0.0), "{line}");
     }
     assert!(section.lines().filter(|l| l.contains("format ") && !l.contains("refused")).count() >= 3, "{out}");
+    // The cost model prunes, before compiling, every format storing more value slots per
+    // nonzero than `--max-slots` (BSR's blocks hold zeros on this matrix), and says how many.
+    let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "60", "--repeat", "1", "--max-slots", "1.5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let pruned: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("pruned")).collect();
+    assert!(pruned.iter().any(|l| l.contains("format bsr_8")), "{out}");
+    for l in &pruned {
+        let r: f64 = l.split("stores ").nth(1).and_then(|t| t.split_whitespace().next()).and_then(|t| t.parse().ok()).unwrap_or_else(|| panic!("{l}"));
+        assert!(r > 1.5 && l.ends_with("above --max-slots 1.5"), "{l}");
+    }
+    fails_with(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--max-slots", "0.5"], &["--max-slots must be a number of at least 1"]);
     let o = sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "mlir-cpu", "--budget", "2", "--repeat", "1", "--schedules-only"]);
     assert!(o.status.success() && !stdout(&o).contains("formats ("), "{}{}", stdout(&o), stderr(&o));
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat], &["tune measures generated code"]);
