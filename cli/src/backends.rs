@@ -93,6 +93,8 @@ pub enum Backend {
     CubeclWgpu,
     /// CubeCL on CUDA.
     CubeclCuda,
+    /// Runs nothing: `tune` ranks GPU schedules by `gpu-report`'s estimate of an H100.
+    GpuReport,
 }
 
 /// The runner behind a `--backend` value.
@@ -111,6 +113,7 @@ pub fn runner(backend: Backend) -> Result<Box<dyn Runner>> {
         Backend::CubeclCuda => Ok(Box::new(CubeclCuda)),
         #[cfg(not(feature = "cuda"))]
         Backend::CubeclCuda => Err(missing("cuda")),
+        Backend::GpuReport => Err("`--backend gpu-report` runs nothing: it is `sparsec tune`'s ranking of GPU schedules by the estimate of `sparsec gpu-report`".into()),
     }
 }
 

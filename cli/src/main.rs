@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use sparsec::driver::{self, DriverError};
-use sparsec::estimate::{self, Collector, Estimate, Traffic, H100};
+use sparsec::estimate::{self, Collector, Traffic, H100};
 use std::collections::BTreeMap;
 use sparsec::ir::{text, Stage};
 use std::fmt::Write as _;
@@ -110,7 +110,9 @@ enum Cmd {
     /// Search the default schedule's parameters and format decompositions for a program on
     /// its data: the CPU schedule's (row-length copies, chunks, grains, prefetching) on
     /// mlir-cpu, the GPU schedule's (features per lane, nonzeros per trip, rows per block,
-    /// walks over blocks) on cubecl-wgpu or cubecl-cuda; measure each distinct candidate
+    /// walks over blocks) on cubecl-wgpu or cubecl-cuda, or ranked by `gpu-report`'s
+    /// estimate of an H100 (`--backend gpu-report`); formats storing more than `--max-slots`
+    /// value slots per nonzero are pruned first. Measure (or estimate) each distinct candidate
     /// within `--budget` seconds, print the table and write the fastest as a trace
     /// (`--write`) that `--schedule` replays. Takes `run`'s options.
     Tune(tune::TuneArgs),
@@ -224,66 +226,9 @@ mod backends;
 mod bench;
 mod peers;
 mod plot;
+mod report;
 mod run;
 mod tune;
-
-/// The `gpu-report` of one function's PTX; for each kernel with a trace in `traffic` (by
-/// kernel name), the trace's summary and the estimate of its time, which it also returns.
-fn gpu_report(
-    name: &str,
-    ptx: &str,
-    chip: &str,
-    traffic: &BTreeMap<String, Traffic>,
-) -> Result<(String, Vec<Estimate>), Box<dyn std::error::Error>> {
-    let reports = sparsec_nvidia::ptxas(name, ptx, chip)?;
-    let mut out = String::new();
-    let mut estimates = Vec::new();
-    for (kernel, text) in sparsec_nvidia::entries(ptx) {
-        let r = reports.iter().find(|r| r.name == kernel);
-        let (regs, spills, stack, shared) = r.map_or((0, 0, 0, 0), |r| (r.registers, r.spills, r.stack, r.shared));
-        writeln!(out, "kernel {kernel} ({chip}): {regs} registers, {spills} B spilled, {stack} B stack, {shared} B shared")?;
-        let mut loops: Vec<(String, Vec<String>)> =
-            sparsec_nvidia::innermost_loops(text).into_iter().enumerate().map(|(k, l)| (format!("innermost loop {}", k + 1), l)).collect();
-        if loops.is_empty() {
-            // A kernel without loops: what one unit does.
-            let body = text.lines().map(str::trim).filter(|l| l.ends_with(';') && !l.starts_with('.') && !l.starts_with("//"));
-            loops.push(("no loop; the whole kernel".to_string(), body.map(str::to_string).collect()));
-        }
-        for (what, l) in &loops {
-            let s = sparsec_nvidia::LoopStats::of(l);
-            writeln!(
-                out,
-                "  {what}: {} instructions; global loads {} ({} non-coherent), stores {}, atomics {}; shared accesses {}; fma {}, unfused float multiplies {}; vector width {}",
-                s.instructions,
-                s.global_loads,
-                s.nc_loads,
-                s.global_stores,
-                s.atomics,
-                s.shared_accesses,
-                s.fmas,
-                s.float_muls,
-                s.vector_width
-            )?;
-        }
-        if let Some(t) = traffic.get(&kernel) {
-            let threads = u32::try_from(t.threads_per_block).unwrap_or(u32::MAX);
-            let e = estimate::estimate(&H100, t, estimate::occupancy(&H100, threads, regs, shared));
-            write!(out, "{t}{e}")?;
-            estimates.push(e);
-        }
-    }
-    Ok((out, estimates))
-}
-
-/// The name of the GPU kernel that runs each top-level statement of a Stage-III function
-/// (`ir::kernel_ranges`, the split the MLIR backend launches).
-fn kernel_of_statements(func: &sparsec::ir::Func) -> Vec<String> {
-    let mut out = Vec::new();
-    for (k, r) in sparsec::ir::kernel_ranges(func).into_iter().enumerate() {
-        out.extend(r.map(|_| format!("{}_kernel{k}", func.name)));
-    }
-    out
-}
 
 /// What `gpu-report --matrix` runs on: the matrix, the feature size, the peer.
 struct Data<'a> {
@@ -304,20 +249,8 @@ fn gpu_report_estimated(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let Data { matrix, feat, peer } = *data;
     let start = std::time::Instant::now();
-    let mut args = driver::bind_run(f, &run::matrix_spec(vec![matrix.clone()], feat))?;
-    sparsec::interp::alloc_missing_outputs(lowered, &mut args)?;
-    // Accesses are gathered per kernel, by name.
-    let names = kernel_of_statements(lowered);
-    let mut kernel_ids: Vec<String> = names.clone();
-    kernel_ids.dedup();
-    let mut collector = Collector::new();
-    let result = sparsec::interp::run_observed(lowered, &args, &sparsec::interp::Options::default(), &mut |a| {
-        let k = kernel_ids.iter().position(|n| *n == names[a.stmt]).unwrap_or(a.stmt);
-        collector.record(&sparsec::interp::Access { stmt: k, ..*a });
-    })?;
-    let traffic: BTreeMap<String, Traffic> =
-        collector.finish().into_iter().filter_map(|(k, t)| Some((kernel_ids.get(k)?.clone(), t))).collect();
-    let (text, estimates) = gpu_report(&f.name, ptx, chip, &traffic)?;
+    let args = driver::bind_run(f, &run::matrix_spec(vec![matrix.clone()], feat))?;
+    let (text, estimates, result) = report::estimated(&f.name, lowered, &args, ptx, chip)?;
     out.push_str(&text);
     let ours: f64 = estimates.iter().map(|e| e.time).sum();
     writeln!(
@@ -345,7 +278,7 @@ fn gpu_report_estimated(
     let traffic: BTreeMap<String, Traffic> =
         collector.finish().into_values().map(|t| ("gespmm_csr_f32".to_string(), t)).collect();
     writeln!(out, "peer gespmm (nvidia/peer/gespmm.cu: GE-SpMM's shape, compiled by NVRTC; its accesses transcribed from its source):")?;
-    let (text, estimates) = gpu_report("gespmm", &ptx, chip, &traffic)?;
+    let (text, estimates) = report::gpu_report("gespmm", &ptx, chip, &traffic)?;
     out.push_str(&text);
     let theirs: f64 = estimates.iter().map(|e| e.time).sum();
     writeln!(out, "gespmm: estimate {:.2} us on {} (trace and model: {:.1} s)", theirs * 1e6, H100.name, start.elapsed().as_secs_f64())?;
@@ -434,7 +367,7 @@ fn dispatch(cli: Cli, out: &mut String) -> Result<(), Box<dyn std::error::Error>
                 let ptx = backends::emit(&lowered, Emit::Ptx, &chip, None)?;
                 match &matrix {
                     Some(m) => gpu_report_estimated(f, &lowered, &ptx, &chip, &Data { matrix: m, feat, peer }, out)?,
-                    None => out.push_str(&gpu_report(&f.name, &ptx, &chip, &BTreeMap::new())?.0),
+                    None => out.push_str(&report::gpu_report(&f.name, &ptx, &chip, &BTreeMap::new())?.0),
                 }
             }
         }

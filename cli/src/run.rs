@@ -196,7 +196,7 @@ pub(crate) fn setup(a: &RunArgs) -> Result<Setup, Box<dyn std::error::Error>> {
     let start = Instant::now();
     // GPU backends run the default GPU schedule unless told otherwise: an unbound nest
     // would run in a single unit.
-    let gpu = matches!(a.backend, Backend::CubeclWgpu | Backend::CubeclCuda);
+    let gpu = matches!(a.backend, Backend::CubeclWgpu | Backend::CubeclCuda | Backend::GpuReport);
     let auto = a.auto.or(gpu.then_some(Auto::Gpu));
     let trace = a.schedule.as_deref().map(driver::read_trace).transpose()?;
     // On a GPU backend the default SpMM runs over row segments where the rows vary.

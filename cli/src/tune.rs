@@ -1,6 +1,7 @@
 //! `sparsec tune`: searches the parameters of the default schedule for a program on its data
-//! (the CPU's on mlir-cpu, the GPU's on a CubeCL backend), measures each distinct candidate,
-//! prints the table of what it tried and writes the winner as a schedule trace that
+//! (the CPU's on mlir-cpu, the GPU's on a CubeCL backend or by `gpu-report`'s estimate) and
+//! format decompositions (priced by a cost model first), measures or estimates each distinct
+//! candidate, prints the table of what it tried and writes the winner as a schedule trace that
 //! `--schedule` replays.
 
 use crate::backends::Backend;
@@ -36,6 +37,10 @@ pub struct TuneArgs {
     /// Searches the schedule's parameters only, not format decompositions.
     #[arg(long)]
     schedules_only: bool,
+    /// GPU architecture whose PTX `--backend gpu-report` estimates (ptxas's resources; the
+    /// model is an H100's).
+    #[arg(long, default_value = "sm_90")]
+    chip: String,
     /// The cost model's limit: a format decomposition whose pieces store more than this many
     /// value slots per nonzero of A (padding, blocks' zeros) does that many times CSR's
     /// multiply-adds, and is pruned before it is compiled.
@@ -122,7 +127,19 @@ fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatR
 /// hold what a run of the whole program (preprocess included) put there; with the trace of
 /// the whole program and its text, which `--write` saves. Refused where the rules do not fit
 /// the program or the matrix, or where the result differs from `want` (the default's).
-#[allow(clippy::type_complexity)]
+/// A format decomposition ready to score ([`prepare_format`]).
+struct FormatCase<'a> {
+    /// The kernel (the program without its preprocess), compiled.
+    prepared: sparsec::backend::Prepared<'a>,
+    /// The whole program's schedule, which `--write` saves.
+    trace: sparsec::schedule::Trace,
+    /// The decomposed program's text.
+    text: String,
+    /// The kernel at Stage III and its arguments, the pieces filled.
+    lowered: sparsec::ir::Func,
+    args: sparsec::ir::data::Args,
+}
+
 fn prepare_format<'a>(
     runner: &dyn sparsec::backend::Backend,
     loaded: &'a driver::Loaded,
@@ -132,7 +149,7 @@ fn prepare_format<'a>(
     want: &sparsec::ir::data::Args,
     checked: bool,
     auto: &Plan,
-) -> Result<(sparsec::backend::Prepared<'a>, sparsec::schedule::Trace, String), String> {
+) -> Result<FormatCase<'a>, String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
     let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| e(&x))?;
     let mut gargs = args.clone();
@@ -152,7 +169,13 @@ fn prepare_format<'a>(
     let lowered = stage3(&kernel, auto)?;
     let prepared = sparsec::backend::prepare(runner, loaded, &kernel, &lowered, auto, &gargs, checked).map_err(|x| e(&x))?;
     let got = prepared.run().map_err(|x| e(&x))?;
-    // The same numbers as the default's, output by output.
+    same_outputs(stage1, &got, want)?;
+    let trace = auto.trace(&g).map_err(|x| e(&x))?;
+    Ok(FormatCase { prepared, trace, text: sparsec::ir::text::print_func(&g), lowered, args: gargs })
+}
+
+/// Whether `got` holds the same numbers as `want` (the default's), output by output of `stage1`.
+fn same_outputs(stage1: &sparsec::ir::Func, got: &sparsec::ir::data::Args, want: &sparsec::ir::data::Args) -> Result<(), String> {
     for b in driver::written_buffers(stage1) {
         let sparsec::ir::Storage::Param(p) = stage1.buffers[b].storage else { continue };
         let name = &stage1.params[p].name;
@@ -163,8 +186,7 @@ fn prepare_format<'a>(
             return Err(format!("its `{}` differs from the default's (a bug: please report it)", stage1.buffers[b].name));
         }
     }
-    let trace = auto.trace(&g).map_err(|x| e(&x))?;
-    Ok((prepared, trace, sparsec::ir::text::print_func(&g)))
+    Ok(())
 }
 
 /// The cost model of a decomposition by `rules`: the value slots its pieces store (padding and
@@ -307,7 +329,7 @@ fn differences(t: &Params) -> Vec<String> {
 /// `sparsec tune` (module documentation).
 pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     if a.run.backend == Backend::Interp {
-        return Err("tune measures generated code: name `--backend mlir-cpu` (the CPU's schedule) or `cubecl-wgpu`/`cubecl-cuda` (the GPU's)".into());
+        return Err("tune measures generated code: name `--backend mlir-cpu` (the CPU's schedule), `cubecl-wgpu`/`cubecl-cuda` (the GPU's) or `gpu-report` (the GPU's, ranked by the estimate)".into());
     }
     if a.repeat == 0 {
         return Err("tune: --repeat must be at least 1".into());
@@ -320,8 +342,10 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     }
     a.run.command = "tune";
     let s = run::setup_data(&a.run)?;
-    let runner = crate::backends::runner(a.run.backend)?;
-    let gpu = runner.gpu();
+    // `gpu-report` scores by the model; the interpreter checks each candidate's numbers.
+    let estimate = a.run.backend == Backend::GpuReport;
+    let runner: Box<dyn sparsec::backend::Backend> = if estimate { Box::new(sparsec::backend::Interp) } else { crate::backends::runner(a.run.backend)? };
+    let gpu = estimate || runner.gpu();
     let backend = crate::run::backend_name(a.run.backend);
     let start = Instant::now();
     let budget = Duration::from_secs_f64(a.budget);
@@ -336,6 +360,19 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
             fastest = fastest.min(p.run_timed()?.1.kernel.as_secs_f64() * 1e3);
         }
         Ok(fastest)
+    };
+    // A candidate's score in milliseconds: its fastest kernel, or the model's estimate of the
+    // sum of its kernels, once its interpreted numbers equal `want`.
+    let score = |p: &sparsec::backend::Prepared<'_>, lowered: &sparsec::ir::Func, args: &sparsec::ir::data::Args, want: Option<&sparsec::ir::data::Args>| -> Result<f64, Box<dyn std::error::Error>> {
+        if !estimate {
+            return Ok(time(p, a.repeat)?);
+        }
+        let ptx = crate::backends::emit(lowered, crate::Emit::Ptx, &a.chip, None)?;
+        let (_, estimates, got) = crate::report::estimated(&lowered.name, lowered, args, &ptx, &a.chip)?;
+        if let Some(want) = want {
+            same_outputs(&s.stage1, &got, want)?;
+        }
+        Ok(estimates.iter().map(|e| e.time).sum::<f64>() * 1e3)
     };
     // The default first, then every format decomposition, then the other schedules.
     let pattern = driver::csr_pattern(&s.stage1, "A", &s.args);
@@ -356,7 +393,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         }
         bar.set_position(k as u64);
         bar.set_message(format!("{:.0} of {:.0} s", start.elapsed().as_secs_f64(), a.budget));
-        let (tuning, format, trace, prepared) = match *cand {
+        let (tuning, format, trace, prepared, ms) = match *cand {
             Err(f) => {
                 let (name, rules) = &formats[f];
                 let Some(want) = want.as_ref() else { continue };
@@ -373,7 +410,10 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
                     }
                 }
                 match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, &s.args, rules, want, a.run.checked, &auto) {
-                    Ok((p, trace, text)) => (Params::default_for(gpu), Some((name.clone(), text)), trace, p),
+                    Ok(c) => {
+                        let ms = score(&c.prepared, &c.lowered, &c.args, None)?;
+                        (Params::default_for(gpu), Some((name.clone(), c.text)), c.trace, c.prepared, ms)
+                    }
                     Err(why) => {
                         refused.push((name.clone(), why));
                         continue;
@@ -397,16 +437,17 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
                 seen.push(text);
                 let plan = Plan::Trace(trace.clone());
                 let prepared = sparsec::backend::prepare(runner.as_ref(), &s.loaded, &s.stage1, &lowered, &plan, &s.args, a.run.checked)?;
-                let out = prepared.run()?;
-                want.get_or_insert(out);
-                (tuning, None, trace, prepared)
+                if want.is_none() {
+                    want = Some(prepared.run()?);
+                }
+                let ms = score(&prepared, &lowered, &s.args, want.as_ref())?;
+                (tuning, None, trace, prepared, ms)
             }
         };
         if format.is_some() {
             // Keep `seen` aligned with `tried`.
             seen.push(String::new());
         }
-        let ms = time(&prepared, a.repeat)?;
         let i = tried.len();
         tried.push(Tried { tuning, format, best_ms: ms });
         // Keep the default and the LEADERS fastest.
@@ -424,8 +465,9 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     }
     bar.finish_and_clear();
     // The leaders again, in interleaved rounds (the machine's speed drifts): these times rank.
-    let mut final_ms = vec![f64::INFINITY; leaders.len()];
-    for _ in 0..ROUNDS {
+    // Estimates do not drift: they rank as they are.
+    let mut final_ms: Vec<f64> = leaders.iter().map(|l| if estimate { tried[l.0].best_ms } else { f64::INFINITY }).collect();
+    for _ in 0..if estimate { 0 } else { ROUNDS } {
         for (slot, (_, _, p)) in leaders.iter().enumerate() {
             final_ms[slot] = final_ms[slot].min(time(p, a.repeat)?);
         }
@@ -433,18 +475,28 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
     let mut order: Vec<usize> = (0..leaders.len()).collect();
     order.sort_by(|&x, &y| final_ms[x].total_cmp(&final_ms[y]));
     let default_ms = final_ms[0];
+    let how = if estimate {
+        format!("estimated for an H100 by gpu-report's model (PTX for {}; a model, not a measurement), numbers checked by the interpreter", a.chip)
+    } else {
+        format!("fastest kernel of {} runs each", a.repeat)
+    };
     writeln!(
         out_text,
-        "tune {} on {backend}: {} distinct schedules and formats measured ({} more gave the same code) in {:.1} s, fastest kernel of {} runs each",
+        "tune {} on {backend}: {} distinct schedules and formats {} ({} more gave the same code) in {:.1} s, {how}",
         s.stage1.name,
         tried.len(),
+        if estimate { "estimated" } else { "measured" },
         skipped,
         start.elapsed().as_secs_f64(),
-        a.repeat
     )?;
-    writeln!(out_text, "the default and the {} fastest, measured again in {ROUNDS} interleaved rounds:", leaders.len() - 1)?;
+    if estimate {
+        writeln!(out_text, "the default and the {} fastest by the estimate:", leaders.len() - 1)?;
+    } else {
+        writeln!(out_text, "the default and the {} fastest, measured again in {ROUNDS} interleaved rounds:", leaders.len() - 1)?;
+    }
     let which = if gpu { "GPU" } else { "CPU" };
-    writeln!(out_text, "  rank   fastest ms  vs default  parameters (what differs from the default {which} schedule)")?;
+    let column = if estimate { "estimate ms" } else { " fastest ms" };
+    writeln!(out_text, "  rank  {column}  vs default  parameters (what differs from the default {which} schedule)")?;
     for (rank, &slot) in order.iter().enumerate() {
         let t = &tried[leaders[slot].0];
         writeln!(out_text, "  {:>4} {:>12.4} {:>11.3}  {}", rank + 1, final_ms[slot], final_ms[slot] / default_ms, t.describe())?;
@@ -463,7 +515,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         }
     }
     if a.all {
-        writeln!(out_text, "every schedule measured, in the order tried (one pass each):")?;
+        writeln!(out_text, "every schedule {}, in the order tried{}:", if estimate { "estimated" } else { "measured" }, if estimate { "" } else { " (one pass each)" })?;
         for t in &tried {
             writeln!(out_text, "  {:>12.4} ms  {}", t.best_ms, t.describe())?;
         }

@@ -1080,6 +1080,31 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
     for (i, (p, q)) in c1.iter().zip(&c2).enumerate() {
         assert!((p - q).abs() <= 1e-4 * q.abs().max(1.0), "C[{i}]: {p} tuned on wgpu, {q} interpreted");
     }
+    // `--backend gpu-report` ranks GPU candidates by the model's estimate (each one's numbers
+    // checked by the interpreter), deterministically, and writes a winner that replays.
+    let ebest = dir.join("estimate_best.json");
+    let estimate = |write: &str| sparsec(&["tune", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "gpu-report", "--budget", "15", "--write", write]);
+    let o = estimate(ebest.to_str().unwrap());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("tune csrmm on gpu-report: ") && out.contains("estimated for an H100 by gpu-report's model"), "{out}");
+    let ranking = out.split("parameters (what differs from the default GPU schedule)\n").nth(1).unwrap_or_else(|| panic!("{out}"));
+    let rows: Vec<&str> = ranking.lines().take_while(|l| !l.starts_with("formats (")).filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
+    let est: Vec<f64> = rows.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    assert!(rows.len() >= 2 && est.windows(2).all(|w| w[0] <= w[1]) && est.iter().all(|&t| t > 0.0), "{out}");
+    let winner = rows[0].split_whitespace().skip(3).collect::<Vec<_>>().join(" ");
+    let again = stdout(&estimate(dir.join("estimate_again.json").to_str().unwrap()));
+    let rows2: Vec<&str> = again.lines().filter(|l| l.trim_start().starts_with("1 ")).collect();
+    assert!(rows2.first().is_some_and(|l| l.ends_with(&winner)), "the estimate ranks the same winner twice: {out}\n{again}");
+    let e1 = dir.join("estimate_run");
+    let program = if winner.starts_with("format ") { ebest.with_extension("sptir") } else { PathBuf::from("tests/workloads/csrmm.sptir") };
+    let replayed = sparsec(&["run", program.to_str().unwrap(), "--matrix", &mat, "--feat", "8", "--backend", "interp", "--schedule", ebest.to_str().unwrap(), "--output", e1.to_str().unwrap()]);
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    let c3 = read_c(&e1);
+    for (i, (p, q)) in c3.iter().zip(&c2).enumerate() {
+        assert!((p - q).abs() <= 1e-4 * q.abs().max(1.0), "C[{i}]: {p} with the estimated winner, {q} interpreted");
+    }
+    fails_with(&["run", "tests/workloads/csrmm.sptir", "--matrix", &mat, "--feat", "8", "--backend", "gpu-report"], &["`--backend gpu-report` runs nothing"]);
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--auto", "cpu"], &["tune chooses the schedule"]);
     fails_with(&["tune", "examples/spmv.sptir", "--matrix", &mat, "--backend", "mlir-cpu", "--budget", "0"], &["--budget must be a positive number"]);
 }
