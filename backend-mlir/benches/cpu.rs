@@ -212,9 +212,14 @@ fn main() {
             });
         }
     }
+    let bar = indicatif::ProgressBar::new((rounds * rows.len()) as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("bench-cpu {bar:30} {pos}/{len} round {msg} {elapsed}") {
+        bar.set_style(style);
+    }
     for round in 0..rounds {
-        eprintln!("round {}/{rounds}", round + 1);
         for ((row, a), sp) in rows.iter_mut().zip(args.iter_mut()).zip(sparsifiers.iter_mut()) {
+            bar.set_message(format!("{}/{rounds}: {} {} feat {}", round + 1, row.kernel, row.matrix, row.feat));
+            bar.inc(1);
             let k = match row.kernel {
                 "spmm" | "large" => &spmm,
                 "spmv" => &spmv,
@@ -250,6 +255,7 @@ fn main() {
             }
         }
     }
+    bar.finish_and_clear();
     report(&rows);
 }
 
