@@ -27,8 +27,8 @@ fn format_programs_from_files_equal_the_dense_result_at_every_stage() {
         }
         seen.insert(c.label.split(" on ").next().unwrap().to_string());
     }
-    assert_eq!(seen.len(), 15, "{seen:?}");
-    assert!(cases.len() >= 2 * 15 + 4 * 4, "{} cases", cases.len());
+    assert_eq!(seen.len(), 17, "{seen:?}");
+    assert!(cases.len() >= 2 * 17 + 4 * 4, "{} cases", cases.len());
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -25,7 +25,7 @@ fn every_workload_at_stage_2_and_3() {
 /// every stage, printed, parsed back and printed identically.
 #[test]
 fn every_format_program_at_every_stage() {
-    for name in ["dcsr_spmv", "csc_spmv", "sparse_dot", "csf_ttv", "csf_ttm", "csf_mttkrp"] {
+    for name in ["dcsr_spmv", "csc_spmv", "coo_spmv", "sparse_dot", "csf_ttv", "coo_ttv", "csf_ttm", "csf_mttkrp"] {
         let f = sparsec_testkit::formats::program(name);
         let stages = PassManager::lowering_to(Stage::III).run_all(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
         for g in std::iter::once(f).chain(stages) {

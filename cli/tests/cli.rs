@@ -1110,9 +1110,9 @@ fn tune_ranks_cpu_schedules_and_writes_a_replayable_winner() {
 }
 
 /// A program's own axes say how `--matrix` and `--tensor` lay a file out: SpMV with A in
-/// DCSR (a root sparse axis) and in CSC (`modes = [1, 0]`) gives CSR SpMV's y on the same
-/// matrix, on the interpreter and on mlir-cpu with the default schedule; TTV reads a CSF
-/// tensor from a `.tns` file; malformed or mismatched files are refused with the file, the
+/// DCSR (a root sparse axis), in CSC (`modes = [1, 0]`) and in COO (`unique = false`) gives
+/// CSR SpMV's y on the same matrix, on the interpreter and on mlir-cpu with the default
+/// schedule; TTV reads a CSF and a COO tensor from a `.tns` file; malformed or mismatched files are refused with the file, the
 /// line and the reason.
 #[test]
 fn run_lays_files_out_in_the_programs_own_format() {
@@ -1122,7 +1122,7 @@ fn run_lays_files_out_in_the_programs_own_format() {
     let mat = format!("A={}", a.display());
     let csr = sparsec(&["run", "examples/spmv.sptir", "--matrix", &mat, "--seed", "3"]);
     assert!(csr.status.success(), "{}", stderr(&csr));
-    for prog in ["examples/formats/dcsr_spmv.sptir", "examples/formats/csc_spmv.sptir"] {
+    for prog in ["examples/formats/dcsr_spmv.sptir", "examples/formats/csc_spmv.sptir", "examples/formats/coo_spmv.sptir"] {
         for extra in [&[][..], &["--backend", "mlir-cpu", "--auto", "cpu"][..]] {
             let mut args = vec!["run", prog, "--matrix", &mat, "--seed", "3"];
             args.extend_from_slice(extra);
@@ -1136,6 +1136,22 @@ fn run_lays_files_out_in_the_programs_own_format() {
     let o = sparsec(&["run", "examples/formats/csf_ttv.sptir", "--tensor", &format!("A={}", t.display())]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).starts_with("Y                     6 elements"), "{}", stdout(&o));
+    // The same tensor in COO (a root axis repeating coordinates, singletons below it).
+    let coo = sparsec(&["run", "examples/formats/coo_ttv.sptir", "--tensor", &format!("A={}", t.display())]);
+    assert!(coo.status.success(), "{}", stderr(&coo));
+    assert_same_summary(&coo, &o, "coo_ttv");
+    // Rows given out of order to a sorted COO axis are refused before compiled code runs.
+    let rows = dir.join("rows.npy");
+    sparsec::npy::write(&rows, &sparsec::ir::data::Array::I32(vec![1, 0]), &[2]).unwrap();
+    let cols = dir.join("cols.npy");
+    sparsec::npy::write(&cols, &sparsec::ir::data::Array::I32(vec![0, 0]), &[2]).unwrap();
+    let vals = dir.join("vals.npy");
+    sparsec::npy::write(&vals, &sparsec::ir::data::Array::F32(vec![1.0, 2.0]), &[2]).unwrap();
+    let input = |n: &str, p: &PathBuf| format!("{n}={}", p.display());
+    fails_with(
+        &["run", "examples/formats/coo_spmv.sptir", "--backend", "mlir-cpu", "--input", &input("rows", &rows), "--input", &input("cols", &cols), "--input", &input("a", &vals), "--scalar", "m=2", "--scalar", "n=1", "--scalar", "nnz=2"],
+        &["coordinates of root axis `I` are not sorted (1 then 0 at position 1)"],
+    );
     let bad = dir.join("bad.tns");
     std::fs::write(&bad, "1 1 1 1.0\n1 0 2 2.0\n").unwrap();
     fails_with(

@@ -627,8 +627,9 @@ impl<'f> Binder<'f> {
     /// Binds a tensor to a sparse buffer by walking the buffer's own axes (one per mode,
     /// axis `k` storing mode `modes[k]` of the buffer, identity by default): `dense_fixed`
     /// stores every coordinate, `sparse_variable` each row's distinct coordinates, a root
-    /// `sparse_fixed` the distinct coordinates of the one root row, a `sparse_fixed` below
-    /// a parent the rows padded to the longest (as [`Ell`] pads). Lengths are the tensor's
+    /// `sparse_fixed` the distinct coordinates of the one root row (with `unique = false`,
+    /// every entry's coordinate: COO), a `sparse_fixed` below a parent the rows padded to the
+    /// longest (as [`Ell`] pads; one coordinate a row below a COO root). Lengths are the tensor's
     /// dimensions, `nnz` fields the stored positions; duplicates are summed. Fails before
     /// allocating if a level would hold more than `limit` positions.
     pub fn tensor<I: Index, V: Value>(
@@ -661,6 +662,7 @@ impl<'f> Binder<'f> {
             kinds.push(match (ax.kind, ax.parent) {
                 (AxisKind::DenseFixed, _) => LevelKind::Dense,
                 (AxisKind::SparseVariable, _) => LevelKind::Compressed,
+                (AxisKind::SparseFixed, None) if !ax.unique => LevelKind::Repeated,
                 (AxisKind::SparseFixed, None) => LevelKind::Root,
                 (AxisKind::SparseFixed, Some(_)) => LevelKind::Padded,
                 (AxisKind::DenseVariable, _) => {

@@ -71,6 +71,10 @@ pub enum LevelKind {
     Compressed,
     /// The distinct coordinates of the one root position, without `indptr`.
     Root,
+    /// The coordinate of every entry of the one root position, repeated across the entries
+    /// that share it (COO's row level, a root `sparse_fixed` axis with `unique = false`):
+    /// each position holds one entry, so every level below holds one coordinate a position.
+    Repeated,
     /// `k` coordinates per parent position, padded.
     Padded,
 }
@@ -150,7 +154,7 @@ impl<I: Index, V: Value> Tensor<I, V> {
                 kinds.len()
             )));
         }
-        if let Some(k) = kinds.iter().skip(1).position(|&k| k == LevelKind::Root) {
+        if let Some(k) = kinds.iter().skip(1).position(|&k| matches!(k, LevelKind::Root | LevelKind::Repeated)) {
             return Err(TensorError::Shape(format!("level {} is a root level below level 0", k + 1)));
         }
         // Entries sorted by the level order, repeats summed (keys flat, `n` per entry).
@@ -227,6 +231,17 @@ impl<I: Index, V: Value> Tensor<I, V> {
                     let extent = next.len();
                     let indptr = (kind == LevelKind::Compressed).then_some(indptr);
                     Level { dim, extent, indptr, indices: Some(indices) }
+                }
+                LevelKind::Repeated => {
+                    let mut indices = Vec::with_capacity(vals.len());
+                    for &(s, e) in &ranges {
+                        for x in s..e {
+                            indices.push(I::from_ix(coord(x)));
+                            next.push((x, x + 1));
+                        }
+                    }
+                    fits::<I>("nnz", next.len() as u128)?;
+                    Level { dim, extent: next.len(), indptr: None, indices: Some(indices) }
                 }
                 LevelKind::Padded => {
                     let rows: Vec<_> = ranges.iter().map(|&r| runs(r)).collect();
@@ -366,6 +381,19 @@ mod tests {
     fn written_tns_reads_back() {
         let t = t3();
         assert_eq!(parse_tns::<i32, f64>(write_tns(&t).as_bytes()).unwrap(), t);
+    }
+
+    #[test]
+    fn coo_levels_give_every_entry_a_position_sorted_with_repeats_summed() {
+        // COO: the root repeats mode 0 once per (distinct) entry; singletons below it.
+        let l = t3().levels(&[Repeated, Padded, Padded], &[0, 1, 2], 1 << 20).unwrap();
+        assert_eq!(l.levels[0].extent, 3);
+        assert_eq!(l.levels[0].indices.as_deref(), Some(&[0, 0, 2][..]));
+        assert_eq!((l.levels[1].extent, l.levels[1].indices.as_deref()), (1, Some(&[1, 1, 0][..])));
+        assert_eq!((l.levels[2].extent, l.levels[2].indices.as_deref()), (1, Some(&[0, 2, 1][..])));
+        assert_eq!(l.values, vec![2.0, 5.0, 3.0]);
+        let e = t3().levels(&[Dense, Repeated, Padded], &[0, 1, 2], 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("level 1 is a root level below level 0"), "{e}");
     }
 
     #[test]

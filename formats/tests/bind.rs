@@ -55,6 +55,7 @@ impl FuncBuilder {
             indices,
             idtype,
             sorted: true,
+            unique: true,
             pattern: None,
             span: Span::NONE,
         })

@@ -109,12 +109,16 @@ impl<'f> Machine<'f> {
             let (a, c) = (axes[dim], idx[dim]);
             let ax = &self.axes[a.index()];
             // The iterator over this very axis, in the row its parent's index names (the
-            // previous index is the iterator that picked its row), gives its own position;
-            // any other index is looked up: the first position holding it, as Stage II does
-            // (they differ where a row repeats a coordinate, as ELL padding does).
-            if let (Some(_), Expr::Var(v)) = (ax.parent, &exprs[dim]) {
+            // previous index is the iterator that picked its row; a root axis has one row),
+            // gives its own position; any other index is looked up: the first position holding
+            // it, as Stage II does (they differ where a row repeats a coordinate, as ELL padding
+            // and a `unique = false` root do).
+            if let Expr::Var(v) = &exprs[dim] {
                 if let Some(Some(p)) = self.iters.get(v.index()) {
-                    let in_row = dim > 0 && p.src.is_some_and(|s| exprs[dim - 1] == Expr::Var(s));
+                    let in_row = match ax.parent {
+                        Some(_) => dim > 0 && p.src.is_some_and(|s| exprs[dim - 1] == Expr::Var(s)),
+                        None => dim == 0 && ax.kind == AxisKind::SparseFixed,
+                    };
                     if p.axis == a && p.row == off && in_row {
                         off = p.flat;
                         continue;

@@ -428,8 +428,18 @@ fn check_coordinates(
         }
     }
     // A root sparse axis is a set of coordinates (iterators over it are spatial points):
-    // no duplicates, ascending where declared sorted.
-    if axis.kind == AxisKind::SparseFixed && axis.parent.is_none() {
+    // no duplicates, ascending where declared sorted. One that repeats them (COO's rows) is
+    // non-decreasing where declared sorted; every position is an entry of its own.
+    if axis.kind == AxisKind::SparseFixed && axis.parent.is_none() && !axis.unique {
+        if axis.sorted {
+            for k in 1..n {
+                let (x, y) = (a.get_i64(k - 1).unwrap_or(0), a.get_i64(k).unwrap_or(0));
+                if y < x {
+                    return Err(err(format!("coordinates of root axis `{}` are not sorted ({x} then {y} at position {k})", axis.name)));
+                }
+            }
+        }
+    } else if axis.kind == AxisKind::SparseFixed && axis.parent.is_none() {
         if axis.sorted {
             for k in 1..n {
                 let (x, y) = (a.get_i64(k - 1).unwrap_or(0), a.get_i64(k).unwrap_or(0));

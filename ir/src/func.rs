@@ -78,6 +78,10 @@ pub struct Axis {
     pub idtype: DType,
     /// Whether the coordinates of each row are sorted ascending.
     pub sorted: bool,
+    /// Whether each row stores a coordinate at most once. Only a root `sparse_fixed` axis may
+    /// repeat coordinates (`unique = false`, COO's row level): each of its positions is one
+    /// entry, and its descendants are singletons.
+    pub unique: bool,
     /// An assembled axis (a sparse output's pattern): its rows are the union or
     /// intersection of its members' rows, computed where the caller supplies no `indptr`.
     pub pattern: Option<AxisPattern>,

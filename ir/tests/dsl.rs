@@ -208,6 +208,34 @@ const MISC: &str = r#"func misc(a: handle, b: handle, c: handle, indptr: handle,
 }
 "#;
 
+/// COO through the DSL: `AxisOpts::unique(false)` on a root axis gives the parsed
+/// `examples/formats/coo_spmv.sptir`.
+#[test]
+fn coo_spmv() {
+    let f = func("coo_spmv", |f| {
+        let (a, x, y, rows, cols) = (f.handle("a"), f.handle("x"), f.handle("y"), f.handle("rows"), f.handle("cols"));
+        let (m, n, nnz) = (f.scalar("m", I32), f.scalar("n", I32), f.scalar("nnz", I32));
+        let I = f.axis_with(AxisOpts::new().unique(false)).sparse_root("I", m, nnz, rows);
+        let J = f.sparse_fixed("J", I, n, 1, cols);
+        let I_y = f.dense_fixed("I_y", m);
+        let J_x = f.dense_fixed("J_x", n);
+        let A = f.match_sparse_buffer("A", a, [I, J], F32);
+        let X = f.match_sparse_buffer("X", x, [J_x], F32);
+        let Y = f.match_sparse_buffer("Y", y, [I_y], F32);
+        f.sp_iter_with("zero", [I_y], "S").vars(["i"]).body(|s, [i]| {
+            s.store(Y.at([i]), 0.0);
+        });
+        f.sp_iter("spmv", [I, J], "RR", |s, [i, j]| {
+            s.store(Y.at([i]), Y.at([i]) + A.at([i, j]) * X.at([j]));
+        });
+    })
+    .unwrap();
+    let path = format!("{}/../examples/formats/coo_spmv.sptir", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    same(&f, &parse_func(&path, &text).unwrap_or_else(|e| panic!("{e}")));
+    assert!(print_func(&f).contains("axis I = sparse_fixed(m, nnz, rows, unique = false)"));
+}
+
 /// Every other construct: attributes, axis options, all axis kinds, buffer options,
 /// statement allocations, `let`, `if`/`else if`/`else`, `while`, `atomic_add`, explicit
 /// iterator names, string names and untyped literals meeting f64 and i64.

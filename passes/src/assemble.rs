@@ -76,6 +76,7 @@ pub fn count_function(f: &Func) -> Result<Option<Func>, PassError> {
             indices: None,
             idtype: a.idtype,
             sorted: true,
+            unique: true,
             pattern: None,
             span: a.span,
         });

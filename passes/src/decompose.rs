@@ -712,6 +712,7 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
             indices: a.indices.and_then(|p| pmap.get(&p).copied()),
             idtype: a.idtype,
             sorted: a.sorted,
+            unique: a.unique,
             pattern: a.pattern.as_ref().map(|pt| sparsec_ir::AxisPattern {
                 op: pt.op,
                 members: pt.members.iter().filter_map(|m| amap.get(m).copied()).collect(),

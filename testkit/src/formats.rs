@@ -45,8 +45,10 @@ impl FileCase {
 const PROGRAMS: &[(&str, usize, &[(&str, &str)], &str)] = &[
     ("dcsr_spmv", 2, &[], "y"),
     ("csc_spmv", 2, &[], "y"),
+    ("coo_spmv", 2, &[], "y"),
     ("sparse_dot", 1, &[], "s"),
     ("csf_ttv", 3, &[], "y"),
+    ("coo_ttv", 3, &[], "y"),
     ("csf_ttm", 3, &[("rank", "3")], "y"),
     ("csf_mttkrp", 3, &[("rank", "4")], "y"),
 ];
@@ -184,7 +186,7 @@ fn reference(stem: &str, t: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
     let c = |d: usize, e: usize| t.coords(d)[e] as usize;
     let mut y: Vec<f64>;
     match stem {
-        "dcsr_spmv" | "csc_spmv" => {
+        "dcsr_spmv" | "csc_spmv" | "coo_spmv" => {
             let x = input(args, "x");
             y = vec![0.0; t.dims()[0]];
             for e in 0..t.nnz() {
@@ -195,7 +197,7 @@ fn reference(stem: &str, t: &Tensor<i64, f64>, args: &Args) -> Vec<f32> {
             let x = input(args, "x");
             y = vec![(0..t.nnz()).map(|e| t.values()[e] * x[c(0, e)]).sum()];
         }
-        "csf_ttv" => {
+        "csf_ttv" | "coo_ttv" => {
             let v = input(args, "v");
             let d1 = t.dims()[1];
             y = vec![0.0; t.dims()[0] * d1];

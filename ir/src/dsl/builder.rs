@@ -158,6 +158,7 @@ impl State {
             indices,
             idtype: opts.idtype,
             sorted: opts.sorted,
+            unique: opts.unique,
             pattern: fields.pattern,
             span: Span::NONE,
         });
@@ -574,16 +575,18 @@ impl<'b> IfElse<'b> {
     }
 }
 
-/// Options of an axis declaration: `idtype` (default `i32`) and `sorted` (default `true`).
+/// Options of an axis declaration: `idtype` (default `i32`), `sorted` and `unique` (default
+/// `true`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisOpts {
     idtype: DType,
     sorted: bool,
+    unique: bool,
 }
 
 impl Default for AxisOpts {
     fn default() -> Self {
-        AxisOpts { idtype: DType::I32, sorted: true }
+        AxisOpts { idtype: DType::I32, sorted: true, unique: true }
     }
 }
 
@@ -601,6 +604,12 @@ impl AxisOpts {
     /// `sorted = sorted`: whether the coordinates of a row are ascending.
     pub fn sorted(self, sorted: bool) -> Self {
         AxisOpts { sorted, ..self }
+    }
+
+    /// `unique = unique`: whether a row stores each coordinate once (only a root
+    /// `sparse_fixed` axis may repeat them: COO's row level).
+    pub fn unique(self, unique: bool) -> Self {
+        AxisOpts { unique, ..self }
     }
 }
 

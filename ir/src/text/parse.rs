@@ -618,7 +618,11 @@ impl FuncBuilder {
             AxisKind::SparseFixed => (3, 4),
             AxisKind::SparseVariable => (5, 5),
         };
-        let allowed: &[&str] = if kind == AxisKind::SparseVariable { &["idtype", "sorted", "pattern"] } else { &["idtype", "sorted"] };
+        let allowed: &[&str] = match kind {
+            AxisKind::SparseVariable => &["idtype", "sorted", "pattern"],
+            AxisKind::SparseFixed => &["idtype", "sorted", "unique"],
+            _ => &["idtype", "sorted"],
+        };
         let (pos, kw) = self.split_args(kind.name(), span, args, min, n, allowed)?;
         let pattern = kw.get("pattern").map(|(v, _)| self.pattern_arg(v)).transpose()?;
         let idtype = match kw.get("idtype") {
@@ -632,6 +636,10 @@ impl FuncBuilder {
             Some((v, _)) => self.bool_arg(v)?,
             None => true,
         };
+        let unique = match kw.get("unique") {
+            Some((v, _)) => self.bool_arg(v)?,
+            None => true,
+        };
         let mut axis = Axis {
             name: name.clone(),
             kind,
@@ -642,6 +650,7 @@ impl FuncBuilder {
             indices: None,
             idtype,
             sorted,
+            unique,
             pattern,
             span,
         };

@@ -294,6 +294,9 @@ impl Printer<'_> {
         if !a.sorted {
             args.push("sorted = false".to_string());
         }
+        if !a.unique {
+            args.push("unique = false".to_string());
+        }
         if let Some(pt) = &a.pattern {
             let members: Vec<&str> = pt.members.iter().map(|m| self.axis(*m)).collect();
             args.push(format!("pattern = {}({})", pt.op.name(), members.join(", ")));

@@ -139,7 +139,9 @@ impl<'f> Verifier<'f> {
 
     /// A store inside a reduction must not be indexed directly by a reduction iterator.
     /// Through a load (a coordinate looked up in an `indices` array) it is a scatter: the
-    /// rows being reduced over pick the element, which only accumulates.
+    /// rows being reduced over pick the element, which only accumulates. So is an iterator
+    /// over an axis that repeats coordinates (`unique = false`) or lies below one: each
+    /// position is one entry, whose coordinates are looked up in the axes' `indices`.
     fn reduction_write(&mut self, buffer: BufferId, indices: &'f [Expr]) {
         fn direct_vars(e: &Expr, out: &mut Vec<VarId>) {
             match e {
@@ -151,7 +153,26 @@ impl<'f> Verifier<'f> {
         let mut vars = Vec::new();
         indices.iter().for_each(|e| direct_vars(e, &mut vars));
         let mut found: Vec<(VarId, Reducer<'f>)> = Vec::new();
+        let f = self.f;
+        let repeats = |v: VarId| {
+            self.sp_vars.iter().rev().find(|(u, _, _)| *u == v).is_some_and(|(_, _, w)| {
+                let Iterated::Axis(mut a) = w else { return false };
+                loop {
+                    match f.axes.try_get(a) {
+                        Some(x) if !x.unique => return true,
+                        Some(x) => match x.parent {
+                            Some(p) if p < a => a = p,
+                            _ => return false,
+                        },
+                        None => return false,
+                    }
+                }
+            })
+        };
         for v in vars {
+            if repeats(v) {
+                continue;
+            }
             if let Some(Some(r)) = self.reducer.get(v.index()) {
                 if !found.iter().any(|(w, _)| *w == v) {
                     found.push((v, *r));
@@ -218,10 +239,13 @@ impl<'f> Verifier<'f> {
                 None => {}
             }
         }
-        for (iter, &v) in iters.iter().zip(&it.vars) {
+        for (k, (iter, &v)) in iters.iter().zip(&it.vars).enumerate() {
             let (Some(axis), Some(var)) = (iter.axis.and_then(|a| f.axes.try_get(a)), f.vars.try_get(v)) else {
                 continue;
             };
+            if !axis.unique && iter.merged.is_empty() && kind(k) == Some(IterKind::Spatial) {
+                self.err(K::SpatialOverRepeats { sp_iter: name.to_string(), var: var.name.clone(), axis: axis.name.clone() });
+            }
             if var.dtype != axis.idtype {
                 self.err(K::SpIterVarDType {
                     sp_iter: name.to_string(),
@@ -388,6 +412,8 @@ impl<'f> Verifier<'f> {
             };
             let why = if !(x.kind == AxisKind::SparseVariable || x.kind == AxisKind::SparseFixed && x.parent.is_none()) {
                 Some(format!("it is {}; only sparse-variable and root sparse-fixed axes, whose rows hold each coordinate once, merge", x.kind.name()))
+            } else if !x.unique {
+                Some("it repeats coordinates (`unique = false`)".to_string())
             } else if !x.sorted {
                 Some("its coordinates are not sorted (`sorted = false`)".to_string())
             } else if axes[..k].contains(&a) {
@@ -471,6 +497,26 @@ impl<'f> Verifier<'f> {
                     axis: self.axis_name(a),
                     pattern: format!("{}({})", pt.op.name(), members.join(", ")),
                 });
+            }
+        }
+    }
+
+    /// A Stage-I access to a dimension over an axis that repeats coordinates: its index must
+    /// be an iterator over that axis, whose position the access then takes (a coordinate
+    /// names no single entry there).
+    pub(super) fn non_unique_access(&mut self, buffer: BufferId, indices: &'f [Expr]) {
+        let f = self.f;
+        let Some(axes) = f.buffers.try_get(buffer).map(|b| b.axes().to_vec()) else { return };
+        for (d, &a) in axes.iter().enumerate() {
+            if f.axes.try_get(a).is_none_or(|x| x.unique) {
+                continue;
+            }
+            let ok = match indices.get(d) {
+                Some(Expr::Var(v)) => self.sp_vars.iter().rev().find(|(u, _, _)| u == v).is_some_and(|(_, _, w)| matches!(w, Iterated::Axis(x) if *x == a)),
+                _ => false,
+            };
+            if !ok {
+                self.err(K::NonUniqueIndex { buffer: self.buffer_name(buffer), axis: self.axis_name(a) });
             }
         }
     }

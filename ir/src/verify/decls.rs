@@ -91,6 +91,10 @@ impl<'f> Verifier<'f> {
             if a.pattern.is_some() {
                 self.assembled_axis(h, a);
             }
+            if !a.unique && (a.kind != AxisKind::SparseFixed || a.parent.is_some()) {
+                let what = if a.kind == AxisKind::SparseFixed { "one with a parent".to_string() } else { format!("a {} axis", a.kind.name()) };
+                self.err(K::NonUniqueAxis { axis: a.name.clone(), what });
+            }
         }
         names
     }

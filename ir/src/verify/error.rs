@@ -73,6 +73,33 @@ pub enum VerifyErrorKind {
         /// The parent it has.
         parent: String,
     },
+    /// `unique = false` on an axis other than a root `sparse_fixed` one.
+    #[error("axis `{axis}` is declared `unique = false`, but only a root sparse_fixed axis may repeat coordinates (COO's row level), not {what}")]
+    NonUniqueAxis {
+        /// The axis.
+        axis: String,
+        /// What it is instead.
+        what: String,
+    },
+    /// A spatial iterator over an axis that repeats coordinates: its points are not distinct.
+    #[error("sp_iter `{sp_iter}`: iterator `{var}` over `{axis}` must be a reduction (`R`): the axis repeats coordinates (`unique = false`), so its points are not distinct and no init can run once per point; zero the output in a separate sp_iter")]
+    SpatialOverRepeats {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The iterator variable.
+        var: String,
+        /// The non-unique axis.
+        axis: String,
+    },
+    /// A Stage-I access to a dimension over an axis that repeats coordinates, by anything but
+    /// the iterator over that axis: a coordinate names no single position there.
+    #[error("`{buffer}` is indexed in axis `{axis}`, which repeats coordinates (`unique = false`), by something other than an iterator over `{axis}`: a coordinate names no single entry there, so such an axis is read and written only at its own iterator")]
+    NonUniqueIndex {
+        /// The buffer.
+        buffer: String,
+        /// The non-unique axis.
+        axis: String,
+    },
     /// A variable axis without a parent.
     #[error("axis `{axis}` is {} and needs a parent axis", kind.name())]
     MissingAxisParent {

@@ -191,6 +191,7 @@ impl<'f> Verifier<'f> {
                 self.err(K::IndexCount { buffer: buf.name.clone(), expected: buf.ndim(), found: idx.len() });
             } else if self.f.stage == crate::types::Stage::I {
                 self.assembled_access(b, idx);
+                self.non_unique_access(b, idx);
             }
         }
         buf

@@ -36,9 +36,11 @@ impl Lowerer<'_> {
                 length: if axis.sorted { axis.length.clone() } else { axis.nnz.clone().unwrap_or_else(|| axis.length.clone()) },
                 indices: None,
                 pattern: None,
+                unique: true,
                 span: Span::NONE,
                 ..axis
             },
+            // Positions are distinct even where coordinates repeat.
             _ => Axis {
                 name,
                 kind: AxisKind::DenseFixed,
@@ -48,6 +50,7 @@ impl Lowerer<'_> {
                 indptr: None,
                 indices: None,
                 pattern: None,
+                unique: true,
                 span: Span::NONE,
                 ..axis
             },
