@@ -122,11 +122,6 @@ fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatR
     out
 }
 
-/// The decomposition of `stage1` by `rules`, ready to time: the program without its
-/// preprocess, scheduled by the default schedule `auto` and compiled, on arguments whose pieces
-/// hold what a run of the whole program (preprocess included) put there; with the trace of
-/// the whole program and its text, which `--write` saves. Refused where the rules do not fit
-/// the program or the matrix, or where the result differs from `want` (the default's).
 /// A format decomposition ready to score ([`prepare_format`]).
 struct FormatCase<'a> {
     /// The kernel (the program without its preprocess), compiled.
@@ -140,6 +135,11 @@ struct FormatCase<'a> {
     args: sparsec::ir::data::Args,
 }
 
+/// The decomposition of `stage1` by `rules`, ready to time: the program without its
+/// preprocess, scheduled by the default schedule `auto` and compiled, on arguments whose pieces
+/// hold what a run of the whole program (preprocess included) put there; with the trace of
+/// the whole program and its text, which `--write` saves. Refused where the rules do not fit
+/// the program or the matrix, or where the result differs from `want` (the default's).
 fn prepare_format<'a>(
     runner: &dyn sparsec::backend::Backend,
     loaded: &'a driver::Loaded,
