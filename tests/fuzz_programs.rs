@@ -133,3 +133,24 @@ fn fuzz_regressions_agree_across_stages() {
     }
     assert!(ran >= 1, "no reproducer in {dir}");
 }
+
+/// The generator makes COO programs (a root `I` with `unique = false` and repeated stored
+/// rows) often enough to matter, and each verifies with the rows it is given.
+#[test]
+fn the_generator_makes_coo_programs() {
+    let mut coo = 0;
+    for seed in 0..2000u64 {
+        let case = generate_with(seed, GenOptions::default());
+        if !case.prog.coo_rows {
+            continue;
+        }
+        coo += 1;
+        let text = case.prog.to_sptir();
+        assert!(text.contains("unique = false"), "seed {seed}:\n{text}");
+        let f = sparsec::ir::text::parse_func("coo.sptir", &text).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sparsec::ir::verify::verify_func(&f).unwrap_or_else(|e| panic!("seed {seed}: {e:?}\n{text}"));
+        let rows = case.data.stored_rows.as_ref().expect("COO rows are stored rows");
+        assert!(rows.windows(2).all(|w| w[0] <= w[1]), "seed {seed}: {rows:?}");
+    }
+    assert!(coo >= 20, "only {coo} COO programs in 2000 seeds");
+}

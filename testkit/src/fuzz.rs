@@ -240,6 +240,8 @@ pub struct Prog {
     pub cols: Vec<ColKind>,
     /// `I` is a root `sparse_fixed(m, ki, rowsi)` (DCSR's rows) instead of `dense_fixed(m)`.
     pub sparse_rows: bool,
+    /// That root `I` repeats rows (`unique = false`: COO's rows, one position per entry).
+    pub coo_rows: bool,
     /// Buffers: name, axes, dtype, `default` option, allocated (not a parameter).
     pub bufs: Vec<Buf>,
     /// Top-level sparse iterations.
@@ -268,7 +270,12 @@ impl Prog {
         for b in self.bufs.iter().filter(|b| !b.alloc) {
             params.push(format!("{}: handle", b.name.to_lowercase()));
         }
-        let mut axes = vec![if self.sparse_rows { "  axis I = sparse_fixed(m, ki, rowsi)" } else { "  axis I = dense_fixed(m)" }.to_string()];
+        let mut axes = vec![match (self.sparse_rows, self.coo_rows) {
+            (true, true) => "  axis I = sparse_fixed(m, ki, rowsi, unique = false)",
+            (true, false) => "  axis I = sparse_fixed(m, ki, rowsi)",
+            (false, _) => "  axis I = dense_fixed(m)",
+        }
+        .to_string()];
         let mut scalars = vec!["m: i32".to_string(), "n: i32".to_string(), "f: i32".to_string()];
         if self.sparse_rows {
             params.push("rowsi: handle".into());
@@ -536,18 +543,21 @@ pub struct GenOptions {
     /// Sometimes a sparse product (Gustavson's SpGEMM) into an assembled output: a CSR axis
     /// of `I` times the rows of a matrix over `JD` (from a stream of its own).
     pub products: bool,
+    /// Sometimes a root sparse `I` repeats rows (COO: `unique = false`, iterators over it
+    /// reductions), where the program verifies so (from a stream of its own).
+    pub coo_rows: bool,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true, products: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true, products: true, coo_rows: true }
     }
 }
 
 impl GenOptions {
     /// Every construct on, including those with open bugs (`tests/fuzz_open/`).
     pub fn all() -> Self {
-        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true, products: true }
+        GenOptions { dense_variable_lookups: true, non_finite: true, sparse_rows: true, padded_rows: true, merges: true, products: true, coo_rows: true }
     }
 }
 
@@ -1054,7 +1064,7 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
     }
     let vseed = rng.next_u64();
     let sparse_rows = stored_rows.is_some();
-    let mut g = Gen { opts: opts.clone(), nested: false, rng: &mut rng, prog: Prog { cols, sparse_rows, bufs, iters: vec![] }, counter: 0 };
+    let mut g = Gen { opts: opts.clone(), nested: false, rng: &mut rng, prog: Prog { cols, sparse_rows, coo_rows: false, bufs, iters: vec![] }, counter: 0 };
     let count = 1 + g.rng.below(3);
     let mut tries = 0;
     while g.prog.iters.len() < count && tries < 20 {
@@ -1079,7 +1089,56 @@ pub fn generate_with(seed: u64, opts: GenOptions) -> Case {
     if opts.products && !prog.sparse_rows && own.below(5) == 0 {
         multiply(&mut prog, &mut rows, &mut own, m, n);
     }
+    let mut stored_rows = stored_rows;
+    let mut coo = Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
+    if opts.coo_rows && prog.sparse_rows && coo.below(2) == 0 {
+        repeat_rows(&mut prog, &mut rows, &mut stored_rows, &mut coo);
+    }
     Case { seed, prog, data: Data { m, n, f, rows, stored_rows, seed: vseed, finite: !opts.non_finite } }
+}
+
+/// Makes the root sparse `I` of `prog` repeat rows (COO) where the program verifies with every
+/// iterator over `I` a reduction: each stored row becomes one to three positions, which repeat
+/// its columns' rows too (whole coordinates repeated, which add up).
+fn repeat_rows(prog: &mut Prog, rows: &mut [Vec<Vec<i32>>], stored_rows: &mut Option<Vec<i32>>, rng: &mut Rng) {
+    fn reduce_rows(it: &mut SpIter) {
+        let mut k = 0;
+        let mut kinds: Vec<char> = it.kinds.chars().collect();
+        for entry in &it.axes {
+            for axis in entry {
+                if axis == "I" {
+                    if let Some(c) = kinds.get_mut(k) {
+                        *c = 'R';
+                    }
+                }
+                k += 1;
+            }
+        }
+        it.kinds = kinds.into_iter().collect();
+        for item in &mut it.body {
+            if let Item::Iter(inner) = item {
+                reduce_rows(inner);
+            }
+        }
+    }
+    let Some(stored) = stored_rows.as_mut() else { return };
+    let mut coo = prog.clone();
+    coo.coo_rows = true;
+    coo.iters.iter_mut().for_each(reduce_rows);
+    let verifies = sparsec::ir::text::parse_func("coo.sptir", &coo.to_sptir()).is_ok_and(|f| sparsec::ir::verify::verify_func(&f).is_ok());
+    if !verifies {
+        return;
+    }
+    *prog = coo;
+    let times: Vec<usize> = stored.iter().map(|_| 1 + rng.below(3)).collect();
+    let repeat = |v: &[Vec<i32>]| v.iter().zip(&times).flat_map(|(r, &t)| std::iter::repeat_n(r.clone(), t)).collect::<Vec<_>>();
+    *stored = stored.iter().zip(&times).flat_map(|(&r, &t)| std::iter::repeat_n(r, t)).collect();
+    for col in rows.iter_mut() {
+        // Dense-fixed columns hold no rows.
+        if col.len() == times.len() {
+            *col = repeat(col);
+        }
+    }
 }
 
 /// Turns one iterator over a CSR column axis `J<t>` (an entry of its own) into a

@@ -246,6 +246,9 @@ impl<'f> Verifier<'f> {
             if !axis.unique && iter.merged.is_empty() && kind(k) == Some(IterKind::Spatial) {
                 self.err(K::SpatialOverRepeats { sp_iter: name.to_string(), var: var.name.clone(), axis: axis.name.clone() });
             }
+            if !axis.unique && iter.merged.is_empty() && it.init.is_some() {
+                self.err(K::InitOverRepeats { sp_iter: name.to_string(), axis: axis.name.clone() });
+            }
             if var.dtype != axis.idtype {
                 self.err(K::SpIterVarDType {
                     sp_iter: name.to_string(),
@@ -584,8 +587,10 @@ impl<'f> Verifier<'f> {
         };
         self.check_block_kinds(b, &role, &allocs);
         let mark = self.scope.len();
+        // Without an init a block is a scatter: every instance writes what its indices name,
+        // and a reduce iterator may pick an element directly (a COO row's position).
         for it in &b.iters {
-            let reducer = (it.kind == IterKind::Reduce).then_some(Reducer::Block(b.name.as_str()));
+            let reducer = (it.kind == IterKind::Reduce && b.init.is_some()).then_some(Reducer::Block(b.name.as_str()));
             self.bind(it.var, reducer);
         }
         for r in b.reads.iter().chain(&b.writes) {

@@ -91,6 +91,15 @@ pub enum VerifyErrorKind {
         /// The non-unique axis.
         axis: String,
     },
+    /// An `init` in a sparse iteration over an axis that repeats coordinates: no spatial point
+    /// is visited once, so there is nothing to run it once per.
+    #[error("sp_iter `{sp_iter}` iterates `{axis}`, which repeats coordinates (`unique = false`), so it has no init: zero the output in a separate sp_iter")]
+    InitOverRepeats {
+        /// The sp_iter.
+        sp_iter: String,
+        /// The non-unique axis.
+        axis: String,
+    },
     /// A Stage-I access to a dimension over an axis that repeats coordinates, by anything but
     /// the iterator over that axis: a coordinate names no single position there.
     #[error("`{buffer}` is indexed in axis `{axis}`, which repeats coordinates (`unique = false`), by something other than an iterator over `{axis}`: a coordinate names no single entry there, so such an axis is read and written only at its own iterator")]
