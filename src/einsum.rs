@@ -47,6 +47,9 @@ pub enum Format {
     Csc,
     /// Two levels: the non-empty rows (a root sparse axis), compressed columns.
     Dcsr,
+    /// Coordinates per entry (any rank): a root level repeating the first index
+    /// (`unique = false`), singletons below it. Walked entry by entry, never looked up.
+    Coo,
 }
 
 impl std::str::FromStr for Format {
@@ -59,7 +62,8 @@ impl std::str::FromStr for Format {
             "csf" => Ok(Format::Csf),
             "csc" => Ok(Format::Csc),
             "dcsr" => Ok(Format::Dcsr),
-            _ => Err(EinsumError::Format(format!("unknown format `{s}` (dense, csr, csc, dcsr or csf)"))),
+            "coo" => Ok(Format::Coo),
+            _ => Err(EinsumError::Format(format!("unknown format `{s}` (dense, csr, csc, dcsr, csf or coo)"))),
         }
     }
 }
@@ -267,7 +271,7 @@ fn levels(format: Format, rank: usize) -> Vec<bool> {
     match format {
         Format::Dense => vec![false; rank],
         Format::Csr | Format::Csc | Format::Csf => (0..rank).map(|d| d > 0).collect(),
-        Format::Dcsr => vec![true; rank],
+        Format::Dcsr | Format::Coo => vec![true; rank],
     }
 }
 
@@ -387,6 +391,14 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
         a.indices.iter().cloned().zip(levels(format_of(t), a.indices.len())).collect::<Vec<(String, bool)>>()
     };
     let compressed: Vec<String> = driver.map_or_else(Vec::new, |d| levels_of(d).into_iter().filter(|x| x.1).map(|x| x.0).collect());
+    // A coo tensor names no entry by a coordinate (its rows repeat): it is walked, an input,
+    // and the output is dense.
+    if let Some((t, ..)) = tensors.iter().find(|t| t.2 == Format::Coo && (Some(t.0.as_str()) != driver || t.0 == out.tensor || format_of(&out.tensor) != Format::Dense)) {
+        return Err(EinsumError::Unsupported(format!(
+            "`{t}` in coo is walked entry by entry and never looked up: it must be the only sparse operand, read into a dense output"
+        )));
+    }
+    let coo = driver.is_some_and(|d| format_of(d) == Format::Coo);
     // The loops visit only the walked pattern's entries, so the right side must be zero off
     // it (a factor on it in every term) — unless the output owns the pattern and is only
     // written there (SDDMM's sampling).
@@ -452,7 +464,16 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
             }
             let s = if many { format!("_{i}") } else { String::new() };
             let name = if Some(p) == driver { axis_of(i) } else { format!("{}_{h}", axis_of(i)) };
-            if d == 0 {
+            if format_of(p) == Format::Coo {
+                // One position per entry: the first index repeated, the others singletons.
+                params.push(format!("indices_{h}{s}: handle"));
+                if d == 0 {
+                    scalars.push(format!("nnz_{h}: i32"));
+                    let _ = writeln!(axes, "  axis {name} = sparse_fixed(n_{i}, nnz_{h}, indices_{h}{s}, unique = false)");
+                } else {
+                    let _ = writeln!(axes, "  axis {name} = sparse_fixed({}, n_{i}, 1, indices_{h}{s})", names[d - 1]);
+                }
+            } else if d == 0 {
                 // A compressed first level is a root axis: its stored coordinates, no row pointers.
                 params.push(format!("indices_{h}{s}: handle"));
                 scalars.push(format!("nnz_{h}{s}: i32"));
@@ -479,14 +500,15 @@ pub fn program(name: &str, expr: &str, formats: &[(String, Format)]) -> R<String
     }
     let index = |a: &Access| format!("{}[{}]", a.tensor, a.indices.join(", "));
     let value = term_text(&rhs, &index, 0);
-    let kinds: String = order.iter().map(|i| if out.indices.contains(i) { 'S' } else { 'R' }).collect();
+    // Iterators over a coo tensor's levels reduce (its coordinates repeat) and scatter.
+    let kinds: String = order.iter().map(|i| if out.indices.contains(i) && !(coo && compressed.contains(i)) { 'S' } else { 'R' }).collect();
     let iters: Vec<String> = order.iter().map(|i| axis_of(i)).collect();
     let lhs = index(&out);
     let sum = if matches!(rhs, Term::Binary('+' | '-', ..)) { format!("({value})") } else { value.clone() };
     // A dense output written on an input's pattern: where the loops do not reach it (no
     // reduction to initialise it, or a compressed index on the left), it is zeroed first.
     let walked_input = driver.is_some_and(|d| d != out.tensor) && format_of(&out.tensor) == Format::Dense;
-    let zero_first = walked_input && (!kinds.contains('R') || out.indices.iter().any(|i| compressed.contains(i)));
+    let zero_first = walked_input && (coo || !kinds.contains('R') || out.indices.iter().any(|i| compressed.contains(i)));
     let mut iterations = String::new();
     if zero_first {
         let zero_axes: Vec<String> = out.indices.iter().map(|i| dense_axis(i)).collect();

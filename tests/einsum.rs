@@ -189,10 +189,20 @@ fn what_einsum_cannot_express_is_refused_with_a_reason() {
         let e = einsum::program("t", expr, &formats).expect_err(expr);
         assert!(e.to_string().contains(want), "{expr}: {e}");
     }
-    assert!(matches!("coo".parse::<Format>(), Err(EinsumError::Format(m)) if m.contains("unknown format `coo`")));
+    assert!(matches!("bcsr".parse::<Format>(), Err(EinsumError::Format(m)) if m.contains("unknown format `bcsr`")));
+    // A coo tensor is walked, never looked up, and read into a dense output.
+    let coo = |t: &str| (t.to_string(), Format::Coo);
+    for (expr, formats) in [
+        ("C(i,j) = E(i,j) * A(i,j)", vec![coo("A"), csr("E")]),
+        ("C(i,j) = A(i,j) * 2", vec![coo("A"), coo("C")]),
+        ("C(i,j) = A(i,j) * D(i,j)", vec![coo("A"), csr("C")]),
+    ] {
+        let e = einsum::program("t", expr, &formats).expect_err(expr);
+        assert!(e.to_string().contains("in coo is walked entry by entry and never looked up"), "{expr}: {e}");
+    }
 }
 
-/// The same expressions with A in csr, csc and dcsr, bound from a Matrix Market file as
+/// The same expressions with A in csr, csc, dcsr and coo, bound from a Matrix Market file as
 /// `sparsec run --matrix` binds them (the program's own axes lay the file out): y = A·x and
 /// C = A·B equal dense arithmetic on every generated matrix, at every stage; so does an
 /// element-wise product whose second operand, in dcsr, is looked up through its root axis.
@@ -212,13 +222,14 @@ fn csc_and_dcsr_operands_bind_from_files_and_compute_dense_results() {
         sparsec::formats::mtx::write_mtx_path(&path, &m.to_csr()).unwrap();
         let (r, c) = (m.rows, m.cols);
         let da = m.to_dense();
-        for format in [Format::Csr, Format::Csc, Format::Dcsr] {
+        for format in [Format::Csr, Format::Csc, Format::Dcsr, Format::Coo] {
             let exprs: [(&str, Formats, usize); 3] = [
                 ("y(i) = A(i,j) * x(j)", vec![("A".into(), format)], 0),
                 ("C(i,k) = A(i,j) * B(j,k)", vec![("A".into(), format)], 3),
                 ("C(i,j) = E(i,j) * A(i,j)", vec![("A".into(), format), ("E".into(), Format::Csr)], 0),
             ];
-            for (expr, formats, feat) in exprs {
+            // A coo operand is never looked up (the third expression walks E).
+            for (expr, formats, feat) in exprs.into_iter().filter(|e| format != Format::Coo || e.2 > 0 || e.0.starts_with('y')) {
                 let what = format!("{expr} with A in {format:?} on {mname}");
                 let f = einsum::func("k", expr, &formats).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let mut spec = RunSpec { matrices: vec![("A".into(), path.clone())], seed: 3, ..RunSpec::default() };
