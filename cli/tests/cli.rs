@@ -658,7 +658,9 @@ fn einsum_writes_a_program_that_runs_like_the_corpus() {
     assert!(add.status.success() && stdout(&add).contains("pattern = union(J_a, J_b)"), "{}{}", stdout(&add), stderr(&add));
     let mixed = ["einsum", "C(i,j) = A(i,j) * B(i,j) + E(i,j)", "--format", "A=csr", "--format", "B=csr", "--format", "C=csr", "--format", "E=csr"];
     fails_with(&mixed, &["mix unions and intersections"]);
-    fails_with(&["einsum", "C(i) = A(i)", "--format", "A=coo"], &["unknown format `coo`"]);
+    fails_with(&["einsum", "C(i) = A(i)", "--format", "A=bcsr"], &["unknown format `bcsr`", "csf or coo"]);
+    let coo = sparsec(&["einsum", "y(i) = A(i,j) * x(j)", "--format", "A=coo"]);
+    assert!(coo.status.success() && stdout(&coo).contains("sparse_fixed(n_i, nnz_a, indices_a_i, unique = false)"), "{}{}", stdout(&coo), stderr(&coo));
 }
 
 /// `sparsec bench` compiles once and times the runs: every step appears, the statistics are
