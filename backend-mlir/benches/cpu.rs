@@ -268,10 +268,7 @@ struct Sparsifier {
 
 impl Sparsifier {
     fn new(m: &Mat, op: SparsifierOp, dense: Vec<f32>) -> Sparsifier {
-        let feat = match op {
-            SparsifierOp::Spmm { feat } => feat,
-            SparsifierOp::Spmv => 1,
-        };
+        let feat = op.width();
         let (ptr, idx) = (m.indptr.iter().map(|&x| x as i64).collect(), m.indices.iter().map(|&x| x as i64).collect());
         let kernel = SparsifierKernel::compile(op, m.rows, m.cols, ptr, idx, m.vals.clone()).expect("the sparsifier compiles");
         Sparsifier { kernel, dense, out: vec![0.0; m.rows * feat] }

@@ -27,6 +27,16 @@ pub enum SparsifierOp {
     Spmv,
 }
 
+impl SparsifierOp {
+    /// Columns of the dense operand and the output (1 for SpMV).
+    pub fn width(self) -> usize {
+        match self {
+            SparsifierOp::Spmm { feat } => feat,
+            SparsifierOp::Spmv => 1,
+        }
+    }
+}
+
 /// A rank-`N` strided memref descriptor, as the C interface passes it.
 #[repr(C)]
 struct Descriptor<const N: usize> {
@@ -127,10 +137,7 @@ impl SparsifierKernel {
 
     /// Computes `out = A·dense`: zeroes `out`, then calls the kernel.
     pub fn run(&self, dense: &[f32], out: &mut [f32]) -> Result<()> {
-        let feat = match self.op {
-            SparsifierOp::Spmm { feat } => feat,
-            SparsifierOp::Spmv => 1,
-        };
+        let feat = self.op.width();
         let bad = |param: &str, want: usize, got: usize| MlirError::BadArgument { param: param.into(), message: format!("{got} elements, expected {want}") };
         if dense.len() != self.cols * feat {
             return Err(bad("dense", self.cols * feat, dense.len()));

@@ -339,8 +339,7 @@ fn in_process(op: &Operation, ops: &Operands) -> Result<InProcess, String> {
     let values = ops.values.as_deref().unwrap_or(&[]).iter().map(|&v| v as f32).collect();
     let kernel = SparsifierKernel::compile(sop, ops.rows, ops.cols, ops.indptr.clone(), ops.indices.clone(), values)
         .map_err(|e| format!("--compare sparsifier: {e}"))?;
-    let feat = if op.kind == OpKind::Spmm { shape[1] as usize } else { 1 };
-    Ok(InProcess { kernel, dense: dense.iter().map(|&v| v as f32).collect(), out_len: ops.rows * feat })
+    Ok(InProcess { kernel, dense: dense.iter().map(|&v| v as f32).collect(), out_len: ops.rows * sop.width() })
 }
 
 #[cfg(not(feature = "mlir"))]

@@ -135,26 +135,32 @@ struct FormatCase<'a> {
     args: sparsec::ir::data::Args,
 }
 
-/// The decomposition of `stage1` by `rules`, ready to time: the program without its
-/// preprocess, scheduled by the default schedule `auto` and compiled, on arguments whose pieces
-/// hold what a run of the whole program (preprocess included) put there; with the trace of
-/// the whole program and its text, which `--write` saves. Refused where the rules do not fit
-/// the program or the matrix, or where the result differs from `want` (the default's).
+/// The decomposition of `stage1` by `rules` and its arguments, the pieces bound from the
+/// matrix in `args` (O(nnz), nothing compiled). Refused where the rules do not fit the
+/// program or the matrix.
+fn decompose(stage1: &sparsec::ir::Func, args: &sparsec::ir::data::Args, rules: &[sparsec::passes::FormatRewriteRule]) -> Result<(sparsec::ir::Func, sparsec::ir::data::Args), String> {
+    let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| x.to_string())?;
+    let mut gargs = args.clone();
+    driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| x.to_string())?;
+    driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| x.to_string())?;
+    Ok((g, gargs))
+}
+
+/// The decomposition `g` of `stage1` (its arguments `gargs`, from [`decompose`]), ready to
+/// time: the program without its preprocess, scheduled by the default schedule `auto` and
+/// compiled, on arguments whose pieces hold what a run of the whole program (preprocess
+/// included) put there; with the trace of the whole program and its text, which `--write`
+/// saves. Refused where the result differs from `want` (the default's).
 fn prepare_format<'a>(
     runner: &dyn sparsec::backend::Backend,
     loaded: &'a driver::Loaded,
     stage1: &sparsec::ir::Func,
-    args: &sparsec::ir::data::Args,
-    rules: &[sparsec::passes::FormatRewriteRule],
+    (g, mut gargs): (sparsec::ir::Func, sparsec::ir::data::Args),
     want: &sparsec::ir::data::Args,
     checked: bool,
     auto: &Plan,
 ) -> Result<FormatCase<'a>, String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
-    let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| e(&x))?;
-    let mut gargs = args.clone();
-    driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
-    driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| e(&x))?;
     let stage3 = |f: &sparsec::ir::Func, plan: &Plan| crate::backends::stage_iii(f, plan).map_err(|x| e(&x));
     // The whole program once: its preprocess fills the pieces.
     let whole = stage3(&g, auto)?;
@@ -189,21 +195,12 @@ fn same_outputs(stage1: &sparsec::ir::Func, got: &sparsec::ir::data::Args, want:
     Ok(())
 }
 
-/// The cost model of a decomposition by `rules`: the value slots its pieces store (padding and
-/// blocks' zeros included) per stored entry of the `nnz` of A, bound from the matrix in `args`
-/// (O(nnz), nothing compiled). A kernel's multiply-adds grow with the slots it walks.
-fn slots_per_nonzero(stage1: &sparsec::ir::Func, args: &sparsec::ir::data::Args, rules: &[sparsec::passes::FormatRewriteRule], nnz: usize) -> Result<f64, String> {
-    let g = sparsec::passes::decompose_format(stage1, rules).map_err(|x| x.to_string())?;
-    let mut gargs = args.clone();
-    driver::bind_hyb_pieces(&g, &mut gargs).map_err(|x| x.to_string())?;
-    driver::bind_rule_pieces(&g, &mut gargs).map_err(|x| x.to_string())?;
-    Ok(stored_slots(stage1, &g, &gargs) as f64 / nnz.max(1) as f64)
-}
-
-/// The value slots the pieces of a decomposition `g` of `stage1` store, bound in `args`: its
-/// float parameters that `stage1` lacks.
-fn stored_slots(stage1: &sparsec::ir::Func, g: &sparsec::ir::Func, args: &sparsec::ir::data::Args) -> usize {
-    g.buffers
+/// The cost model of a decomposition `g` of `stage1`: the value slots its pieces store
+/// (padding and blocks' zeros included), bound in `args`, per stored entry of the `nnz` of A.
+/// A kernel's multiply-adds grow with the slots it walks.
+fn slots_per_nonzero(stage1: &sparsec::ir::Func, g: &sparsec::ir::Func, args: &sparsec::ir::data::Args, nnz: usize) -> f64 {
+    // The pieces: the float parameters that `stage1` lacks.
+    let slots: usize = g.buffers
         .iter()
         .filter(|(_, b)| b.dtype.is_float())
         .filter_map(|(_, b)| match b.storage {
@@ -213,7 +210,8 @@ fn stored_slots(stage1: &sparsec::ir::Func, g: &sparsec::ir::Func, args: &sparse
         .filter(|name| !stage1.params.iter().any(|q| &q.name == *name))
         .filter_map(|name| args.arrays.get(name))
         .map(|a| a.len())
-        .sum()
+        .sum();
+    slots as f64 / nnz.max(1) as f64
 }
 
 /// The candidates of the CPU's (`gpu` false) or the GPU's default schedule: the default
@@ -398,18 +396,19 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
                 let (name, rules) = &formats[f];
                 let Some(want) = want.as_ref() else { continue };
                 let auto = Plan::Auto(Params::default_for(gpu).auto());
-                match slots_per_nonzero(&s.stage1, &s.args, rules, nnz) {
-                    Ok(r) if r > a.max_slots => {
-                        pruned.push((name.clone(), r));
-                        continue;
-                    }
-                    Ok(_) => {}
+                let decomposed = match decompose(&s.stage1, &s.args, rules) {
+                    Ok(d) => d,
                     Err(why) => {
                         refused.push((name.clone(), why));
                         continue;
                     }
+                };
+                let r = slots_per_nonzero(&s.stage1, &decomposed.0, &decomposed.1, nnz);
+                if r > a.max_slots {
+                    pruned.push((name.clone(), r));
+                    continue;
                 }
-                match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, &s.args, rules, want, a.run.checked, &auto) {
+                match prepare_format(runner.as_ref(), &s.loaded, &s.stage1, decomposed, want, a.run.checked, &auto) {
                     Ok(c) => {
                         let ms = score(&c.prepared, &c.lowered, &c.args, None)?;
                         (Params::default_for(gpu), Some((name.clone(), c.text)), c.trace, c.prepared, ms)

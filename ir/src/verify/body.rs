@@ -155,7 +155,7 @@ impl<'f> Verifier<'f> {
         let mut found: Vec<(VarId, Reducer<'f>)> = Vec::new();
         let f = self.f;
         let repeats = |v: VarId| {
-            self.sp_vars.iter().rev().find(|(u, _, _)| *u == v).is_some_and(|(_, _, w)| {
+            self.iterated(v).is_some_and(|w| {
                 let Iterated::Axis(mut a) = w else { return false };
                 loop {
                     match f.axes.try_get(a) {
@@ -243,11 +243,13 @@ impl<'f> Verifier<'f> {
             let (Some(axis), Some(var)) = (iter.axis.and_then(|a| f.axes.try_get(a)), f.vars.try_get(v)) else {
                 continue;
             };
-            if !axis.unique && iter.merged.is_empty() && kind(k) == Some(IterKind::Spatial) {
-                self.err(K::SpatialOverRepeats { sp_iter: name.to_string(), var: var.name.clone(), axis: axis.name.clone() });
-            }
-            if !axis.unique && iter.merged.is_empty() && it.init.is_some() {
-                self.err(K::InitOverRepeats { sp_iter: name.to_string(), axis: axis.name.clone() });
+            if !axis.unique && iter.merged.is_empty() {
+                if kind(k) == Some(IterKind::Spatial) {
+                    self.err(K::SpatialOverRepeats { sp_iter: name.to_string(), var: var.name.clone(), axis: axis.name.clone() });
+                }
+                if it.init.is_some() {
+                    self.err(K::InitOverRepeats { sp_iter: name.to_string(), axis: axis.name.clone() });
+                }
             }
             if var.dtype != axis.idtype {
                 self.err(K::SpIterVarDType {
@@ -485,7 +487,7 @@ impl<'f> Verifier<'f> {
         for (d, &a) in axes.iter().enumerate() {
             let Some(pt) = f.axes.try_get(a).and_then(|x| x.pattern.as_ref()) else { continue };
             let ok = match indices.get(d) {
-                Some(Expr::Var(v)) => self.sp_vars.iter().rev().find(|(u, _, _)| u == v).is_some_and(|(_, _, w)| match w {
+                Some(Expr::Var(v)) => self.iterated(*v).is_some_and(|w| match w {
                     Iterated::Union(m) => pt.is_iterated_by(crate::func::MergeOp::Union, m),
                     Iterated::Intersect(m) => pt.is_iterated_by(crate::func::MergeOp::Intersect, m),
                     // A product's coordinates are those of its second member's rows.
@@ -515,13 +517,18 @@ impl<'f> Verifier<'f> {
                 continue;
             }
             let ok = match indices.get(d) {
-                Some(Expr::Var(v)) => self.sp_vars.iter().rev().find(|(u, _, _)| u == v).is_some_and(|(_, _, w)| matches!(w, Iterated::Axis(x) if *x == a)),
+                Some(Expr::Var(v)) => self.iterated(*v).is_some_and(|w| matches!(w, Iterated::Axis(x) if *x == a)),
                 _ => false,
             };
             if !ok {
                 self.err(K::NonUniqueIndex { buffer: self.buffer_name(buffer), axis: self.axis_name(a) });
             }
         }
+    }
+
+    /// What the innermost enclosing sp_iter iterator `v` iterates.
+    fn iterated(&self, v: VarId) -> Option<&Iterated> {
+        self.sp_vars.iter().rev().find(|(u, _, _)| *u == v).map(|(_, _, w)| w)
     }
 
     /// An iterator over `a` with its declared parent.
