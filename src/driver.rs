@@ -146,6 +146,8 @@ enum RulePiece {
     SrBcrs(usize, usize),
     /// `passes::nm_2_4_rule()`.
     Nm24,
+    /// `passes::rcm_rule()`.
+    Rcm,
 }
 
 impl RulePiece {
@@ -154,8 +156,10 @@ impl RulePiece {
         let nums = |rest: &str| rest.split('_').map(|x| x.parse::<usize>().ok()).collect::<Option<Vec<usize>>>();
         let one = |p: &str| rule.strip_prefix(p).and_then(nums).filter(|v| v.len() == 1).map(|v| v[0]);
         let two = |p: &str| rule.strip_prefix(p).and_then(nums).filter(|v| v.len() == 2).map(|v| (v[0], v[1]));
-        if rule == "nm_2_4" {
-            return Some(RulePiece::Nm24);
+        match rule {
+            "nm_2_4" => return Some(RulePiece::Nm24),
+            "rcm" => return Some(RulePiece::Rcm),
+            _ => {}
         }
         two("block_group_coo_")
             .map(|(b, g)| RulePiece::BlockGroupCoo(b, g))
@@ -171,7 +175,8 @@ impl RulePiece {
 /// copies the values. Pieces are found by name, `<X>_<rule>`: BSR (`passes::bsr_rule(b)`,
 /// blocks of `b × b`, `Csr::to_bsr`), ELL (`ell_rule(k)`: `k` slots a row), GroupCOO
 /// (`group_coo_rule(g)`), BlockGroupCOO (`block_group_coo_rule(b, g)`), SR-BCRS
-/// (`sr_bcrs_rule(t, g)`, `compose::condense`) and 2:4 (`nm_2_4_rule()`; the matrix must
+/// (`sr_bcrs_rule(t, g)`, `compose::condense`), reordered rows (`rcm_rule()`,
+/// `compose::ReorderedRows::rcm`) and 2:4 (`nm_2_4_rule()`; the matrix must
 /// hold at most 2 entries in every 4 columns of a row). Padding slots hold the coordinate one
 /// past the matrix, which the rules' guards skip. Returns whether the function has such pieces.
 pub fn bind_rule_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Result<bool, RunError> {
@@ -218,6 +223,10 @@ pub fn bind_rule_pieces(func: &Func, args: &mut sparsec_ir::data::Args) -> Resul
             RulePiece::SrBcrs(t, g) => {
                 let m = compose::condense(&csr, t, g).map_err(|e| err(&e))?;
                 sparsec_formats::bind_sr_bcrs(args, rule, &m)?;
+            }
+            RulePiece::Rcm => {
+                let r = compose::ReorderedRows::rcm(&csr).map_err(|e| err(&e))?;
+                sparsec_formats::bind_rcm(args, rule, &r)?;
             }
             RulePiece::Nm24 => {
                 // N:M compression keeps nonzero values only: give every stored entry one, so

@@ -196,6 +196,7 @@ fn rule_examples_run_from_the_matrix_alone() {
         ("block_group_coo.sptir", p::block_group_coo_rule(4, 2), None, "into BlockGroupCOO, groups of 2 blocks of 4 x 4 (passes::block_group_coo_rule(4, 2))"),
         ("sr_bcrs.sptir", p::sr_bcrs_rule(4, 8), None, "into SR-BCRS, tiles of 4 rows and column groups of 8 (passes::sr_bcrs_rule(4, 8))"),
         ("nm_2_4.sptir", p::nm_2_4_rule(), Some("at most 2 entries in every 4 columns of a row"), "into 2:4 structured sparsity (passes::nm_2_4_rule())"),
+        ("rcm.sptir", p::rcm_rule(), None, "into CSR with its rows in reverse Cuthill-McKee order (passes::rcm_rule())"),
     ];
     for (file, rule, refusal, words) in examples {
         let made = sparsec::passes::decompose_format(&csrmm, &[rule.unwrap()]).unwrap();

@@ -100,7 +100,7 @@ impl Tried {
 
 /// The format decompositions tried (`passes` rules for a CSR buffer `A[I, J]`): BSR blocks,
 /// ELL as wide as the longest row (up to 256 slots), hyb buckets of 1 to 32 entries, GroupCOO
-/// groups and SR-BCRS tiles. Each is bound from the matrix (`driver::bind_*_pieces`).
+/// groups, SR-BCRS tiles and CSR with its rows in reverse Cuthill–McKee order (`rcm`). Each is bound from the matrix (`driver::bind_*_pieces`).
 fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatRewriteRule>)> {
     use sparsec::passes as p;
     let mut out = Vec::new();
@@ -119,6 +119,7 @@ fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatR
     add("hyb_1_32".into(), p::hyb_rules(1, &[1, 2, 4, 8, 16, 32]));
     add("group_coo_8".into(), p::group_coo_rule(8).map(|r| vec![r]));
     add("sr_bcrs_4_8".into(), p::sr_bcrs_rule(4, 8).map(|r| vec![r]));
+    add("rcm".into(), p::rcm_rule().map(|r| vec![r]));
     out
 }
 

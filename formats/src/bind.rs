@@ -875,6 +875,18 @@ pub fn bind_group_coo<I: Index, V: Value>(args: &mut Args, rule: &str, g: &crate
     Ok(())
 }
 
+/// Binds reordered rows `r` to a function decomposed with `passes::rcm_rule()` (parameters
+/// `a_<rule>`, `rows_<rule>`, `indptr_<rule>`, `indices_<rule>`, `nnz_<rule>`; the shape is
+/// the program's). The values start at zero: the decomposed
+/// program's preprocess fills them.
+pub fn bind_rcm<I: Index>(args: &mut Args, rule: &str, r: &crate::compose::ReorderedRows<I>) -> Result<(), BindError> {
+    let (rows, ptr, cols) = (narrow_all("a stored row", r.order())?, narrow_all("a row pointer", r.indptr())?, narrow_all("a column index", r.indices())?);
+    let nnz = cols.len();
+    let arrays = vec![("a", Array::F32(vec![0.0; nnz])), ("rows", Array::I32(rows)), ("indptr", Array::I32(ptr)), ("indices", Array::I32(cols))];
+    put_piece(args, rule, arrays, vec![("nnz", nnz)]);
+    Ok(())
+}
+
 /// Binds BlockGroupCOO `g` (blocks of `b`) to a function decomposed with
 /// `passes::block_group_coo_rule(b, G)` (parameters `a_<rule>`, `group_rows_<rule>`,
 /// `block_cols_<rule>`, `groups_<rule>`, `nbc_<rule>`); padding slots get block column

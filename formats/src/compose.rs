@@ -186,6 +186,114 @@ impl<I: Index> RowSegments<I> {
     }
 }
 
+/// A CSR matrix's rows in a *locality order*: reverse Cuthill–McKee over the graph in which
+/// two rows are adjacent when they share a column, then the empty rows. Rows that follow each other then
+/// read mostly the same rows of a dense right-hand side, which stay in cache (SpMM with a `B`
+/// larger than the L2 cache). Row `order[p]` is stored at position `p` with its entries in the
+/// CSR's order (`indptr`, `indices`, the values' permutation `source`). Built in O(nnz log nnz).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReorderedRows<I> {
+    order: Vec<I>,
+    indptr: Vec<I>,
+    indices: Vec<I>,
+    source: Vec<usize>,
+}
+
+impl<I: Index> ReorderedRows<I> {
+    /// The reverse Cuthill–McKee order of `a`'s non-empty rows (each connected part starts at
+    /// a row of least degree; neighbours are visited by ascending degree), then its empty
+    /// rows: every row once.
+    pub fn rcm<V: Value>(a: &Csr<I, V>) -> Result<Self, ComposeError> {
+        let (m, n) = a.shape();
+        let (indptr, indices) = (a.indptr(), a.indices());
+        let row = |r: usize| indptr[r].ix()..indptr[r + 1].ix();
+        // Columns to rows (the transpose's pattern), counting sort.
+        let mut col_ptr = vec![0usize; n + 1];
+        for &c in indices {
+            col_ptr[c.ix() + 1] += 1;
+        }
+        for c in 0..n {
+            col_ptr[c + 1] += col_ptr[c];
+        }
+        let mut col_rows = vec![0usize; indices.len()];
+        let mut fill = col_ptr.clone();
+        for r in 0..m {
+            for k in row(r) {
+                let c = indices[k].ix();
+                col_rows[fill[c]] = r;
+                fill[c] += 1;
+            }
+        }
+        let degree = |r: usize| row(r).len();
+        let mut starts: Vec<usize> = (0..m).filter(|&r| degree(r) > 0).collect();
+        starts.sort_by_key(|&r| (degree(r), r));
+        let (mut seen_row, mut seen_col) = (vec![false; m], vec![false; n]);
+        let mut visit = Vec::with_capacity(starts.len());
+        let mut next = Vec::new();
+        for s in starts {
+            if seen_row[s] {
+                continue;
+            }
+            seen_row[s] = true;
+            let mut head = visit.len();
+            visit.push(s);
+            while head < visit.len() {
+                let r = visit[head];
+                head += 1;
+                next.clear();
+                for k in row(r) {
+                    let c = indices[k].ix();
+                    if std::mem::replace(&mut seen_col[c], true) {
+                        continue;
+                    }
+                    for &q in &col_rows[col_ptr[c]..col_ptr[c + 1]] {
+                        if !std::mem::replace(&mut seen_row[q], true) {
+                            next.push(q);
+                        }
+                    }
+                }
+                next.sort_by_key(|&q| (degree(q), q));
+                visit.extend_from_slice(&next);
+            }
+        }
+        visit.reverse();
+        visit.extend((0..m).filter(|&r| degree(r) == 0));
+        let mut out = ReorderedRows {
+            order: Vec::with_capacity(visit.len()),
+            indptr: vec![I::ZERO],
+            indices: Vec::with_capacity(indices.len()),
+            source: Vec::with_capacity(indices.len()),
+        };
+        for r in visit {
+            out.order.push(fit("row", r)?);
+            out.indices.extend_from_slice(&indices[row(r)]);
+            out.source.extend(row(r));
+            out.indptr.push(fit("entry count", out.indices.len())?);
+        }
+        Ok(out)
+    }
+
+    /// The stored rows' numbers, in storage order.
+    pub fn order(&self) -> &[I] {
+        &self.order
+    }
+
+    /// Row pointer over the stored rows (`order().len() + 1` entries).
+    pub fn indptr(&self) -> &[I] {
+        &self.indptr
+    }
+
+    /// Column indices in storage order.
+    pub fn indices(&self) -> &[I] {
+        &self.indices
+    }
+
+    /// The CSR entry each stored entry comes from.
+    pub fn source(&self) -> &[usize] {
+        &self.source
+    }
+}
+
 /// Checks that every row of `a` is strictly ascending (sorted, no duplicates); reports the
 /// first violation.
 pub fn check_canonical<I: Index, V: Value>(a: &Csr<I, V>) -> Result<(), ComposeError> {

@@ -59,7 +59,7 @@ pub mod tensor;
 pub mod validate;
 
 pub use bind::{
-    bind_axis_csr, bind_block_group_coo, bind_bsr, bind_csr, bind_dense_variable, bind_ell, bind_group_coo, bind_hyb, bind_nm_2_4, bind_row_segments, bind_sr_bcrs, BindError, Binder,
+    bind_axis_csr, bind_block_group_coo, bind_bsr, bind_csr, bind_dense_variable, bind_ell, bind_group_coo, bind_hyb, bind_nm_2_4, bind_rcm, bind_row_segments, bind_sr_bcrs, BindError, Binder,
 };
 pub use bsr::Bsr;
 pub use compose::ComposeError;

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use sparsec_formats::compose::{
     check_canonical, condense, insum_group_size, max_row_length, pad_rows_to_multiple, prune_to_nm,
-    row_degree_histogram, to_ell_k, BlockGroupCoo, GroupCoo, Hyb, NmMatrix, PaddedBsr, RowSegments,
+    row_degree_histogram, to_ell_k, BlockGroupCoo, GroupCoo, Hyb, NmMatrix, PaddedBsr, ReorderedRows, RowSegments,
 };
 use sparsec_formats::{
     gen, mtx, shared_matrices, ComposeError, Csr, Index, ValidateOptions, Value,
@@ -320,6 +320,68 @@ fn row_segments_cover_every_entry_once_in_order() {
             }
         }
     }
+}
+
+/// Every row once (empty rows last), each with its own entries in the CSR's order.
+fn check_reordered(a: &Csr<i32, f32>, r: &ReorderedRows<i32>, name: &str) {
+    let m = a.shape().0;
+    let mut seen = vec![false; m];
+    for &row in r.order() {
+        assert!(!std::mem::replace(&mut seen[row as usize], true), "{name}: row {row} twice");
+    }
+    assert!(seen.iter().all(|&x| x), "{name}: a row is missing");
+    assert_eq!((r.indptr()[0], r.indptr().len()), (0, m + 1), "{name}");
+    let empty_from = r.order().iter().position(|&x| a.indptr()[x as usize] == a.indptr()[x as usize + 1]).unwrap_or(m);
+    for (p, &row) in r.order().iter().enumerate() {
+        let (lo, hi) = (a.indptr()[row as usize] as usize, a.indptr()[row as usize + 1] as usize);
+        let (plo, phi) = (r.indptr()[p] as usize, r.indptr()[p + 1] as usize);
+        assert_eq!(&r.indices()[plo..phi], &a.indices()[lo..hi], "{name}: row {row}");
+        assert_eq!(&r.source()[plo..phi], &(lo..hi).collect::<Vec<_>>()[..], "{name}: row {row}");
+        assert_eq!(p >= empty_from, lo == hi, "{name}: empty rows come last");
+    }
+}
+
+#[test]
+fn reordered_rows_hold_every_row_once_with_its_entries() {
+    for (name, path) in shared_matrices() {
+        let a: Csr<i32, f32> = mtx::read_mtx_path(&path).unwrap();
+        check_reordered(&a, &ReorderedRows::rcm(&a).unwrap(), &name);
+    }
+    for seed in 0..20 {
+        let a: Csr<i32, f32> = gen::with_empty_rows(37, 23, seed).unwrap();
+        check_reordered(&a, &ReorderedRows::rcm(&a).unwrap(), &format!("empty rows, seed {seed}"));
+    }
+    let none: Csr<i32, f32> = Csr::try_new(3, 4, vec![0, 0, 0, 0], vec![], vec![]).unwrap();
+    let r = ReorderedRows::rcm(&none).unwrap();
+    assert_eq!((r.order(), r.indptr()), (&[0, 1, 2][..], &[0, 0, 0, 0][..]));
+}
+
+/// A tridiagonal matrix whose rows were shuffled: reverse Cuthill–McKee puts rows that share
+/// columns next to each other again (neighbours in the order are at most 2 rows apart).
+#[test]
+fn reverse_cuthill_mckee_recovers_a_shuffled_band() {
+    let n = 300;
+    let band: Csr<i32, f32> = gen::banded(n, 1, 5).unwrap();
+    let mut rng = gen::SplitMix64::new(9);
+    let mut shuffle: Vec<usize> = (0..n).collect();
+    for k in (1..n).rev() {
+        shuffle.swap(k, rng.below(k as u64 + 1) as usize);
+    }
+    let (mut indptr, mut indices) = (vec![0i32], Vec::new());
+    for &r in &shuffle {
+        let (lo, hi) = (band.indptr()[r] as usize, band.indptr()[r + 1] as usize);
+        indices.extend_from_slice(&band.indices()[lo..hi]);
+        indptr.push(indices.len() as i32);
+    }
+    let values = vec![1.0f32; indices.len()];
+    let shuffled = Csr::try_new(n, n, indptr, indices, values).unwrap();
+    let r = ReorderedRows::rcm(&shuffled).unwrap();
+    check_reordered(&shuffled, &r, "shuffled band");
+    let original: Vec<i64> = r.order().iter().map(|&p| shuffle[p as usize] as i64).collect();
+    assert!(original.windows(2).all(|w| (w[0] - w[1]).abs() <= 2), "{original:?}");
+    // The stored order has a small bandwidth; the shuffled one does not.
+    let spread = |order: &[usize]| order.windows(2).map(|w| w[0].abs_diff(w[1])).max().unwrap_or(0);
+    assert!(spread(&shuffle) > 100);
 }
 
 #[test]

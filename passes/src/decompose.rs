@@ -10,8 +10,8 @@
 //!
 //! Index maps may read the format's buffers ([`IndexMap::parse_in`]); hyb's inverse map
 //! `(io, jo) => (RowIndices[io], jo)` sends an ELL row back to its matrix row. Rules:
-//! [`bsr_rule`], [`ell_rule`], [`padding_rule`], [`hyb_rules`] (csrmm) and [`ell3d_rule`]
-//! (rgcn_hetero_forward).
+//! [`bsr_rule`], [`ell_rule`], [`padding_rule`], [`hyb_rules`], [`rcm_rule`] (csrmm) and
+//! [`ell3d_rule`] (rgcn_hetero_forward).
 
 use crate::build::{bin, Namer};
 use sparsec_ir::expr::{BinOp, Expr};
@@ -349,6 +349,10 @@ pub struct FormatRewriteRule {
     /// New coordinates → old coordinates. It may read the format's buffers (parsed with
     /// [`IndexMap::parse_in`]): `(io, jo) => (RowIndices[io], jo)`.
     pub inv_idx_map: IndexMap,
+    /// Scalar parameters of `format` that are lengths of old axes (`("m", "I")`): they are
+    /// not imported, the program's length stands for them, so a coordinate of a new axis of
+    /// that length needs no bounds guard (`rcm_rule`: a permutation of `I`'s rows).
+    pub lengths: Vec<(String, String)>,
 }
 
 /// Builds a rule for buffer `A`; both maps are parsed in the scope of the format.
@@ -373,6 +377,7 @@ fn ready_rule(
         inv_idx_map: IndexMap::parse_in(inv, &format)?,
         format,
         name,
+        lengths: Vec::new(),
     })
 }
 
@@ -508,6 +513,24 @@ pub fn row_segments_rule() -> Result<FormatRewriteRule, DecomposeError> {
     )
 }
 
+/// CSR with its rows stored in another order (`formats::compose::ReorderedRows`, reverse
+/// Cuthill–McKee) for a csrmm-style `A[I, J]`, named `rcm`: parameters `a, rows, indptr,
+/// indices, nnz` (`m` and `n` stand for the program's lengths of `I` and `J`, so nothing is
+/// guarded); `IO = sparse_fixed(m, m, rows, sorted = false)` lists every row once, in the new
+/// order (a root sparse axis: its coordinate is the matrix row, so a row stays one spatial
+/// point and the piece keeps the program's init), `JO = sparse_variable(IO, n, nnz, indptr,
+/// indices)`; the inverse map is the identity on coordinates. There is no forward map: a
+/// coordinate has no position in an unsorted axis without a search.
+pub fn rcm_rule() -> Result<FormatRewriteRule, DecomposeError> {
+    let src = "func rcm(a: handle, rows: handle, indptr: handle, indices: handle, m: i32, n: i32, nnz: i32) {\n  \
+               axis IO = sparse_fixed(m, m, rows, sorted = false)\n  \
+               axis JO = sparse_variable(IO, n, nnz, indptr, indices)\n  \
+               buffer A = match_sparse_buffer(a, [IO, JO], f32)\n}\n";
+    let mut rule = ready_rule("rcm".into(), src, &["I", "J"], &["IO", "JO"], &[("I", &["IO"]), ("J", &["JO"])], None, "(io, jo) => (io, jo)")?;
+    rule.lengths = vec![("m".into(), "I".into()), ("n".into(), "J".into())];
+    Ok(rule)
+}
+
 /// ELL3D with `k` slots per (relation, row) for rgcn_hetero_forward's `A[R, I, J]`, named
 /// `ell3d_<k>`: parameters `a, indptr_i, indices_i, indices_j, num_rels, m, n, nnz_i`;
 /// `RO = dense_fixed(num_rels)`, `IO = sparse_variable(RO, m, nnz_i, indptr_i, indices_i)`
@@ -571,11 +594,21 @@ pub fn decompose_format(f: &Func, rules: &[FormatRewriteRule]) -> Result<Func, D
                     body.push(s);
                     continue;
                 }
+                // One piece that visits every spatial point once keeps the init (no zeroing
+                // pass over the output, and a register tile can start from its constant).
+                let keep = match (&used[..], &it.init) {
+                    ([r], Some(_)) => Some(piece(&mut g, &mut namer, it, r, true)?),
+                    _ => None,
+                };
+                if let Some(p) = keep.flatten() {
+                    body.push(p);
+                    continue;
+                }
                 if let Some(init) = &it.init {
                     body.push(zeroing(&mut g, it, init, used[0])?);
                 }
                 for r in used {
-                    body.push(piece(&mut g, &mut namer, it, r)?);
+                    body.push(piece(&mut g, &mut namer, it, r, false)?.expect("a piece without an init is always made"));
                 }
             }
             _ => body.push(s),
@@ -679,7 +712,21 @@ fn import_rule(g: &mut Func, f: &Func, rule: &FormatRewriteRule) -> Result<Resol
     };
     let mut pmap = HashMap::new();
     let mut vmap: HashMap<VarId, Expr> = HashMap::new();
+    for (param, axis) in &rule.lengths {
+        let v = fmt.var_by_name(param).filter(|v| fmt.params.iter().any(|p| p.kind == ParamKind::Scalar(*v)));
+        let v = v.ok_or_else(|| DecomposeError::InvalidFormat { rule: rn.clone(), message: format!("`{param}` is not a scalar parameter") })?;
+        let a = before
+            .iter()
+            .zip(&rule.axes_before)
+            .find(|(_, n)| *n == axis)
+            .map(|(a, _)| *a)
+            .ok_or_else(|| unknown_axis(axis))?;
+        vmap.insert(v, f.axes[a].length.clone());
+    }
     for (pi, p) in fmt.params.iter().enumerate() {
+        if matches!(p.kind, ParamKind::Scalar(v) if vmap.contains_key(&v)) {
+            continue;
+        }
         let name = format!("{}_{}", p.name, rn);
         if clash(g, &name) {
             return Err(DecomposeError::NameClash { rule: rn, name });
@@ -992,8 +1039,40 @@ fn zeroing(g: &mut Func, it: &SpIter, init: &[Stmt], r: &Resolved) -> Result<Stm
     })))
 }
 
-/// One accumulating piece of `it` in the rule's format.
-fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved) -> Result<Stmt, DecomposeError> {
+/// Whether new axis `a` lists every coordinate of old axis `old` exactly once: a
+/// `dense_fixed` axis of the same length, or a root `sparse_fixed` axis of unique coordinates
+/// with as many as the length (`ir::args` refuses a coordinate stored twice).
+fn covers(g: &Func, a: AxisId, old: AxisId) -> bool {
+    use sparsec_ir::AxisKind;
+    let (n, o) = (&g.axes[a], &g.axes[old]);
+    n.length == o.length
+        && (n.kind == AxisKind::DenseFixed && n.parent.is_none() && o.parent.is_none()
+            || n.kind == AxisKind::SparseFixed && n.parent.is_none() && n.unique && n.nnz.as_ref() == Some(&n.length))
+}
+
+/// Whether a piece of the rule visits each spatial point of the old axes once (`spatial[p]`:
+/// new axis `p` comes from a spatial one) and needs no guard: every old coordinate is
+/// plainly one new iterator over an axis of its length, and each spatial one's new axis
+/// [`covers`] the old one.
+fn visits_each_point_once(g: &Func, r: &Resolved, spatial: &[bool]) -> bool {
+    // Probe the inverse map with distinct placeholders for the new iterators.
+    let probe: Vec<Expr> = (0..r.after.len()).map(|p| Expr::Int(-1 - p as i64, sparsec_ir::DType::I32)).collect();
+    let inv = r.inv_idx_map.apply(probe.clone());
+    let plain = |k: usize| probe.iter().position(|x| *x == inv[k]);
+    let unguarded = (0..r.before.len())
+        .all(|k| plain(k).is_some_and(|p| g.axes[r.after[p]].length == g.axes[r.before[k]].length));
+    unguarded
+        && (0..r.after.len()).all(|p| {
+            !spatial[p]
+                || plain(r.origin[p]) == Some(p)
+                    && r.origin.iter().filter(|&&o| o == r.origin[p]).count() == 1
+                    && covers(g, r.after[p], r.before[r.origin[p]])
+        })
+}
+
+/// One accumulating piece of `it` in the rule's format. With `keep_init`, the piece keeps
+/// `it`'s init, or is `None` where [`visits_each_point_once`] does not hold.
+fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved, keep_init: bool) -> Result<Option<Stmt>, DecomposeError> {
     let names = |ids: &[AxisId]| ids.iter().map(|a| g.axes[*a].name.clone()).collect::<Vec<_>>().join(", ");
     let not_contiguous =
         || DecomposeError::NotContiguous { rule: r.name.clone(), sp_iter: it.name.clone(), axes: names(&r.before) };
@@ -1004,6 +1083,10 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved) -> Result<S
     // With plain axes before `start`, entry index = iterator index up to `start`.
     let var_start: usize = it.axes[..start].iter().map(|a| a.axes().len()).sum();
     let kinds: Vec<char> = it.kinds.chars().collect();
+    let spatial: Vec<bool> = r.origin.iter().map(|&o| kinds.get(var_start + o) != Some(&'R')).collect();
+    if keep_init && it.init.is_some() && !visits_each_point_once(g, r, &spatial) {
+        return Ok(None);
+    }
     namer.push();
     for (k, v) in it.vars.iter().enumerate() {
         if !(var_start..var_start + n).contains(&k) {
@@ -1015,7 +1098,6 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved) -> Result<S
     let mut c = Copier { vars: HashMap::new(), rule: None };
     let inv = r.inv_idx_map.apply(iters.iter().map(|v| Expr::Var(*v)).collect());
     let (mut axes, mut vars, mut ks) = (Vec::new(), Vec::new(), String::new());
-    let spatial: Vec<bool> = (0..iters.len()).map(|p| kinds.get(var_start + r.origin[p]) != Some(&'R')).collect();
     let told = told_apart(g, r, &inv, &iters, &spatial);
     let mut k = 0;
     for (e, entry) in it.axes.iter().enumerate() {
@@ -1044,17 +1126,21 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved) -> Result<S
     }
     let old_iters: Vec<VarId> = it.vars[var_start..var_start + n].to_vec();
     c.rule = Some((r, old_iters, iters.clone()));
+    let init = match (keep_init, &it.init) {
+        (true, Some(init)) => Some(c.stmts(g, init)?),
+        _ => None,
+    };
     let body = c.stmts(g, &it.body)?;
     let body = wrap(guard(g, r, &inv, &iters), body);
-    Ok(Stmt::new(StmtKind::SpIter(SpIter {
+    Ok(Some(Stmt::new(StmtKind::SpIter(SpIter {
         name: format!("{}_{}", it.name, r.name),
         axes,
         kinds: ks,
         vars,
-        init: None,
+        init,
         body,
         attrs: it.attrs.clone(),
-    })))
+    }))))
 }
 
 fn is_preprocess(s: &Stmt) -> bool {

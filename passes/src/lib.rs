@@ -27,7 +27,7 @@ pub use assemble::count_function;
 pub use atomic::{accumulates_only, accumulation, lower_atomic, ATOMIC_ATTR};
 pub use decompose::{
     block_group_coo_rule, bsr_rule, decompose_format, ell3d_rule, ell_rule, extract_preprocess,
-    group_coo_rule, hyb_rules, nm_2_4_rule, padding_rule, remove_preprocess, row_segments_rule, sr_bcrs_rule,
+    group_coo_rule, hyb_rules, nm_2_4_rule, padding_rule, rcm_rule, remove_preprocess, row_segments_rule, sr_bcrs_rule,
     DecomposeError, FormatRewriteRule, IndexMap,
 };
 pub use guard::{insert_checks, insert_checks_with, Fault, Site, SiteKind, FAULT_PARAM};

@@ -1,5 +1,6 @@
 //! `decompose_format` with the remaining composable formats of csrmm: GroupCOO and
-//! BlockGroupCOO (Insum), SR-BCRS (`condense`) and 2:4. Golden text, and the decomposed
+//! BlockGroupCOO (Insum), SR-BCRS (`condense`), 2:4 and rows in reverse Cuthill–McKee order
+//! (`rcm`, whose one piece keeps csrmm's init). Golden text, and the decomposed
 //! program (preprocess + compute, also lowered to Stage III) computes what csrmm computes on
 //! generated matrices and the small shared ones. The runtime side binds the structure that
 //! `sparsec_formats::compose` builds (`formats::bind_*`); padding slots get a column past the
@@ -8,19 +9,20 @@
 mod common;
 
 use common::*;
-use sparsec_formats::compose::{condense, prune_to_nm, BlockGroupCoo, GroupCoo, NmMatrix};
+use sparsec_formats::compose::{condense, prune_to_nm, BlockGroupCoo, GroupCoo, NmMatrix, ReorderedRows};
 use sparsec_interp::run;
 use sparsec_ir::data::Args;
 use sparsec_ir::text::print_func;
 use sparsec_ir::Stage;
 use sparsec_passes::{
-    block_group_coo_rule, decompose_format, group_coo_rule, nm_2_4_rule, sr_bcrs_rule, FormatRewriteRule, PassManager,
+    block_group_coo_rule, decompose_format, group_coo_rule, nm_2_4_rule, rcm_rule, sr_bcrs_rule, FormatRewriteRule,
+    PassManager,
 };
 
 /// Builds the rule and binds its structure for matrix `m` (`formats::bind_*`, the run-time
 /// half that `sparsec run` uses too).
 fn rule_and_args(kind: &str, m: &FCsr, args: &mut Args) -> FormatRewriteRule {
-    use sparsec_formats::{bind_block_group_coo, bind_group_coo, bind_nm_2_4, bind_sr_bcrs};
+    use sparsec_formats::{bind_block_group_coo, bind_group_coo, bind_nm_2_4, bind_rcm, bind_sr_bcrs};
     match kind {
         "group_coo" => {
             let g = GroupCoo::from_csr(m).unwrap();
@@ -44,6 +46,12 @@ fn rule_and_args(kind: &str, m: &FCsr, args: &mut Args) -> FormatRewriteRule {
             let nm = NmMatrix::from_csr_2_4(m).unwrap();
             let rule = nm_2_4_rule().unwrap();
             bind_nm_2_4(args, &rule.name, &nm).unwrap();
+            rule
+        }
+        "rcm" => {
+            let r = ReorderedRows::rcm(m).unwrap();
+            let rule = rcm_rule().unwrap();
+            bind_rcm(args, &rule.name, &r).unwrap();
             rule
         }
         other => panic!("unknown format {other}"),
@@ -87,7 +95,7 @@ fn matrices() -> Vec<(String, FCsr)> {
 
 #[test]
 fn every_format_computes_csrmm() {
-    for kind in ["group_coo", "block_group_coo", "sr_bcrs", "nm_2_4"] {
+    for kind in ["group_coo", "block_group_coo", "sr_bcrs", "nm_2_4", "rcm"] {
         for (k, (_, m)) in matrices().iter().enumerate() {
             // SR-BCRS and 2:4 store dense tiles: keep the interpreter's work small.
             let dense_work = m.rows() * m.cols();
@@ -106,10 +114,26 @@ fn golden_decompositions() {
         block_group_coo_rule(4, 2).unwrap(),
         sr_bcrs_rule(4, 8).unwrap(),
         nm_2_4_rule().unwrap(),
+        rcm_rule().unwrap(),
     ];
     for rule in rules {
         let name = rule.name.clone();
         let g = decompose_format(&csrmm(), &[rule]).unwrap();
         insta::assert_snapshot!(format!("csrmm_{name}"), print_func(&g));
+    }
+}
+
+/// A piece keeps the program's init only where it visits every spatial point once: `rcm`
+/// (a permutation of the rows) does, so there is no separate zeroing pass over C; GroupCOO
+/// (a row in several groups) and BSR (a row split over block rows) do not.
+#[test]
+fn only_a_piece_that_visits_each_row_once_keeps_the_init() {
+    let g = decompose_format(&csrmm(), &[rcm_rule().unwrap()]).unwrap();
+    let text = print_func(&g);
+    assert!(!text.contains("csrmm_init("), "{text}");
+    assert!(text.contains("init {") && !text.contains("if "), "{text}");
+    for rule in [group_coo_rule(4).unwrap(), sparsec_passes::bsr_rule(4).unwrap()] {
+        let text = print_func(&decompose_format(&csrmm(), &[rule]).unwrap());
+        assert!(text.contains("csrmm_init("), "{text}");
     }
 }
