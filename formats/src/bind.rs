@@ -877,8 +877,7 @@ pub fn bind_group_coo<I: Index, V: Value>(args: &mut Args, rule: &str, g: &crate
 
 /// Binds reordered rows `r` to a function decomposed with `passes::rcm_rule()` (parameters
 /// `a_<rule>`, `rows_<rule>`, `indptr_<rule>`, `indices_<rule>`, `nnz_<rule>`; the shape is
-/// the program's). The values start at zero: the decomposed
-/// program's preprocess fills them.
+/// the program's). The values start at zero: the decomposed program's preprocess fills them.
 pub fn bind_rcm<I: Index>(args: &mut Args, rule: &str, r: &crate::compose::ReorderedRows<I>) -> Result<(), BindError> {
     let (rows, ptr, cols) = (narrow_all("a stored row", r.order())?, narrow_all("a row pointer", r.indptr())?, narrow_all("a column index", r.indices())?);
     let nnz = cols.len();

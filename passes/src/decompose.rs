@@ -596,19 +596,17 @@ pub fn decompose_format(f: &Func, rules: &[FormatRewriteRule]) -> Result<Func, D
                 }
                 // One piece that visits every spatial point once keeps the init (no zeroing
                 // pass over the output, and a register tile can start from its constant).
-                let keep = match (&used[..], &it.init) {
-                    ([r], Some(_)) => Some(piece(&mut g, &mut namer, it, r, true)?),
-                    _ => None,
-                };
-                if let Some(p) = keep.flatten() {
-                    body.push(p);
-                    continue;
+                if let ([r], Some(init)) = (&used[..], &it.init) {
+                    if visits_each_point_once(&g, it, r)? {
+                        body.push(piece(&mut g, &mut namer, it, r, Some(init))?);
+                        continue;
+                    }
                 }
                 if let Some(init) = &it.init {
                     body.push(zeroing(&mut g, it, init, used[0])?);
                 }
                 for r in used {
-                    body.push(piece(&mut g, &mut namer, it, r, false)?.expect("a piece without an init is always made"));
+                    body.push(piece(&mut g, &mut namer, it, r, None)?);
                 }
             }
             _ => body.push(s),
@@ -1050,29 +1048,9 @@ fn covers(g: &Func, a: AxisId, old: AxisId) -> bool {
             || n.kind == AxisKind::SparseFixed && n.parent.is_none() && n.unique && n.nnz.as_ref() == Some(&n.length))
 }
 
-/// Whether a piece of the rule visits each spatial point of the old axes once (`spatial[p]`:
-/// new axis `p` comes from a spatial one) and needs no guard: every old coordinate is
-/// plainly one new iterator over an axis of its length, and each spatial one's new axis
-/// [`covers`] the old one.
-fn visits_each_point_once(g: &Func, r: &Resolved, spatial: &[bool]) -> bool {
-    // Probe the inverse map with distinct placeholders for the new iterators.
-    let probe: Vec<Expr> = (0..r.after.len()).map(|p| Expr::Int(-1 - p as i64, sparsec_ir::DType::I32)).collect();
-    let inv = r.inv_idx_map.apply(probe.clone());
-    let plain = |k: usize| probe.iter().position(|x| *x == inv[k]);
-    let unguarded = (0..r.before.len())
-        .all(|k| plain(k).is_some_and(|p| g.axes[r.after[p]].length == g.axes[r.before[k]].length));
-    unguarded
-        && (0..r.after.len()).all(|p| {
-            !spatial[p]
-                || plain(r.origin[p]) == Some(p)
-                    && r.origin.iter().filter(|&&o| o == r.origin[p]).count() == 1
-                    && covers(g, r.after[p], r.before[r.origin[p]])
-        })
-}
-
-/// One accumulating piece of `it` in the rule's format. With `keep_init`, the piece keeps
-/// `it`'s init, or is `None` where [`visits_each_point_once`] does not hold.
-fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved, keep_init: bool) -> Result<Option<Stmt>, DecomposeError> {
+/// Where the rule's old axes sit in `it`: the entry index of the first and the iterator index
+/// of the first; and for each new axis whether it comes from a spatial iterator.
+fn rule_span(g: &Func, it: &SpIter, r: &Resolved) -> Result<(usize, usize, Vec<bool>), DecomposeError> {
     let names = |ids: &[AxisId]| ids.iter().map(|a| g.axes[*a].name.clone()).collect::<Vec<_>>().join(", ");
     let not_contiguous =
         || DecomposeError::NotContiguous { rule: r.name.clone(), sp_iter: it.name.clone(), axes: names(&r.before) };
@@ -1083,10 +1061,36 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved, keep_init: 
     // With plain axes before `start`, entry index = iterator index up to `start`.
     let var_start: usize = it.axes[..start].iter().map(|a| a.axes().len()).sum();
     let kinds: Vec<char> = it.kinds.chars().collect();
-    let spatial: Vec<bool> = r.origin.iter().map(|&o| kinds.get(var_start + o) != Some(&'R')).collect();
-    if keep_init && it.init.is_some() && !visits_each_point_once(g, r, &spatial) {
-        return Ok(None);
-    }
+    let spatial = r.origin.iter().map(|&o| kinds.get(var_start + o) != Some(&'R')).collect();
+    Ok((start, var_start, spatial))
+}
+
+/// Whether a piece of the rule visits each spatial point of `it`'s old axes once and needs
+/// no guard: every old coordinate is plainly one new iterator over an axis of its length,
+/// and each spatial one's new axis [`covers`] the old one.
+fn visits_each_point_once(g: &Func, it: &SpIter, r: &Resolved) -> Result<bool, DecomposeError> {
+    let (_, _, spatial) = rule_span(g, it, r)?;
+    // Probe the inverse map with distinct placeholders for the new iterators.
+    let probe: Vec<Expr> = (0..r.after.len()).map(|p| Expr::Int(-1 - p as i64, sparsec_ir::DType::I32)).collect();
+    let inv = r.inv_idx_map.apply(probe.clone());
+    let plain = |k: usize| probe.iter().position(|x| *x == inv[k]);
+    let unguarded = (0..r.before.len())
+        .all(|k| plain(k).is_some_and(|p| g.axes[r.after[p]].length == g.axes[r.before[k]].length));
+    Ok(unguarded
+        && (0..r.after.len()).all(|p| {
+            !spatial[p]
+                || plain(r.origin[p]) == Some(p)
+                    && r.origin.iter().filter(|&&o| o == r.origin[p]).count() == 1
+                    && covers(g, r.after[p], r.before[r.origin[p]])
+        }))
+}
+
+/// One accumulating piece of `it` in the rule's format, with `init` (`it`'s, rewritten) where
+/// the piece visits each spatial point once ([`visits_each_point_once`]).
+fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved, init: Option<&[Stmt]>) -> Result<Stmt, DecomposeError> {
+    let (start, var_start, spatial) = rule_span(g, it, r)?;
+    let n = r.before.len();
+    let kinds: Vec<char> = it.kinds.chars().collect();
     namer.push();
     for (k, v) in it.vars.iter().enumerate() {
         if !(var_start..var_start + n).contains(&k) {
@@ -1126,13 +1130,10 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved, keep_init: 
     }
     let old_iters: Vec<VarId> = it.vars[var_start..var_start + n].to_vec();
     c.rule = Some((r, old_iters, iters.clone()));
-    let init = match (keep_init, &it.init) {
-        (true, Some(init)) => Some(c.stmts(g, init)?),
-        _ => None,
-    };
+    let init = init.map(|s| c.stmts(g, s)).transpose()?;
     let body = c.stmts(g, &it.body)?;
     let body = wrap(guard(g, r, &inv, &iters), body);
-    Ok(Some(Stmt::new(StmtKind::SpIter(SpIter {
+    Ok(Stmt::new(StmtKind::SpIter(SpIter {
         name: format!("{}_{}", it.name, r.name),
         axes,
         kinds: ks,
@@ -1140,7 +1141,7 @@ fn piece(g: &mut Func, namer: &mut Namer, it: &SpIter, r: &Resolved, keep_init: 
         init,
         body,
         attrs: it.attrs.clone(),
-    }))))
+    })))
 }
 
 fn is_preprocess(s: &Stmt) -> bool {
