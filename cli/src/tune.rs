@@ -103,7 +103,8 @@ impl Tried {
 
 /// The format decompositions tried (`passes` rules for a CSR buffer `A[I, J]`): BSR blocks,
 /// ELL as wide as the longest row (up to 256 slots), hyb buckets of 1 to 32 entries, GroupCOO
-/// groups, SR-BCRS tiles and CSR with its rows in reverse Cuthill–McKee order (`rcm`). Each is bound from the matrix (`driver::bind_*_pieces`).
+/// groups, SR-BCRS tiles and CSR with its rows in reverse Cuthill–McKee order (`rcm`). Each is
+/// bound from the matrix (`driver::bind_*_pieces`).
 fn format_rules(longest_row: usize) -> Vec<(String, Vec<sparsec::passes::FormatRewriteRule>)> {
     use sparsec::passes as p;
     let mut out = Vec::new();
@@ -509,7 +510,7 @@ pub fn tune(mut a: TuneArgs, out_text: &mut String) -> Result<(), Box<dyn std::e
         let t = &tried[leaders[slot].0];
         writeln!(out_text, "  {:>4} {:>12.4} {:>11.3}  {}", rank + 1, final_ms[slot], final_ms[slot] / default_ms, t.describe())?;
     }
-    // Every format, measured or refused (in one pass each; the leaders above ranked again).
+    // Every format, measured (beside the default) or refused; the leaders above ranked again.
     if !formats.is_empty() {
         let beside = if estimate { "" } else { ", against the default timed between two timings of it" };
         writeln!(out_text, "formats (A decomposed by a rule, the default schedule; the kernel without the conversion{beside}):")?;

@@ -207,23 +207,9 @@ impl<I: Index> ReorderedRows<I> {
         let (m, n) = a.shape();
         let (indptr, indices) = (a.indptr(), a.indices());
         let row = |r: usize| indptr[r].ix()..indptr[r + 1].ix();
-        // Columns to rows (the transpose's pattern), counting sort.
-        let mut col_ptr = vec![0usize; n + 1];
-        for &c in indices {
-            col_ptr[c.ix() + 1] += 1;
-        }
-        for c in 0..n {
-            col_ptr[c + 1] += col_ptr[c];
-        }
-        let mut col_rows = vec![0usize; indices.len()];
-        let mut fill = col_ptr.clone();
-        for r in 0..m {
-            for k in row(r) {
-                let c = indices[k].ix();
-                col_rows[fill[c]] = r;
-                fill[c] += 1;
-            }
-        }
+        // Columns to rows: the transpose's pattern.
+        let t = a.transpose();
+        let col_rows = |c: usize| t.indices()[t.indptr()[c].ix()..t.indptr()[c + 1].ix()].iter().map(|q| q.ix());
         let degree = |r: usize| row(r).len();
         let mut starts: Vec<usize> = (0..m).filter(|&r| degree(r) > 0).collect();
         starts.sort_by_key(|&r| (degree(r), r));
@@ -246,7 +232,7 @@ impl<I: Index> ReorderedRows<I> {
                     if std::mem::replace(&mut seen_col[c], true) {
                         continue;
                     }
-                    for &q in &col_rows[col_ptr[c]..col_ptr[c + 1]] {
+                    for q in col_rows(c) {
                         if !std::mem::replace(&mut seen_row[q], true) {
                             next.push(q);
                         }
